@@ -1,0 +1,29 @@
+// Every ACCELERATE_* environment variable the library reads, parsed and
+// validated in one place. docs/environment-variables.md documents each one.
+//
+// Values here override the defaults of the corresponding options, as the
+// environment does in Accelerate (the launcher exports them for every rank).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace accelerate {
+
+struct EnvConfig {
+  std::optional<std::string> mixed_precision;  ///< ACCELERATE_MIXED_PRECISION: no | fp16 | bf16
+  bool debug_mode = false;                     ///< ACCELERATE_DEBUG_MODE: cross-rank checks before collectives
+  bool use_cpu = false;                        ///< ACCELERATE_USE_CPU: force the CPU device
+  bool cpu_affinity = false;                   ///< ACCELERATE_CPU_AFFINITY: bind ranks to NUMA domains
+  std::optional<int> gradient_accumulation_steps;  ///< ACCELERATE_GRADIENT_ACCUMULATION_STEPS
+  std::optional<std::string> log_level;            ///< ACCELERATE_LOG_LEVEL: debug | info | warning | error
+  std::optional<std::chrono::seconds> timeout;     ///< ACCELERATE_TIMEOUT: collective timeout in seconds
+  std::optional<std::string> mpi_thread_level;     ///< ACCELERATE_MPI_THREAD_LEVEL: single | funneled | serialized | multiple
+  std::optional<int> emulated_ranks_per_node;      ///< ACCELERATE_EMULATED_RANKS_PER_NODE: split a host into virtual nodes
+
+  /// Reads and validates the variables; throws ConfigError naming the first bad one.
+  static EnvConfig from_environment();
+};
+
+}  // namespace accelerate

@@ -1,0 +1,123 @@
+// accelerate::State — the process's place in the job (Accelerate's
+// PartialState / AcceleratorState).
+//
+// State owns the MPI lifetime when it initialised MPI, and adopts an MPI the
+// program initialised itself otherwise (then it never finalises it). It
+// derives three communicators from the one it is given:
+//
+//   world       duplicate of the given communicator (default MPI_COMM_WORLD)
+//   node        ranks sharing a node (MPI_Comm_split_type SHARED)
+//   cross_node  ranks with the same local rank, one per node
+//
+// Teardown is explicit and ordered: the derived communicators are freed,
+// then MPI is finalised if State initialised it. Nothing is left to atexit.
+// State is neither copyable nor movable; hold one for the program's life
+// (Accelerator does) or pass it by reference.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "accelerate/runtime/distributed_type.hpp"
+#include "accelerate/runtime/launcher.hpp"
+
+namespace accelerate {
+
+/// MPI threading levels, in increasing order of support.
+enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
+
+std::string_view to_string(ThreadLevel level);
+
+struct StateOptions {
+  /// Run on the CPU even when GPUs are visible (Accelerate's `cpu=True`).
+  bool cpu = false;
+  /// Threading level required from MPI. FUNNELED: every MPI call the library
+  /// makes comes from the thread that created State.
+  ThreadLevel thread_level = ThreadLevel::Funneled;
+  /// The communicator to run on (duplicated, never freed by State). Lets a
+  /// coupled application give Accelerate-HPC a sub-communicator.
+  MPI_Comm comm = MPI_COMM_WORLD;
+  /// Timeout for barriers and other blocking collectives State runs.
+  std::chrono::seconds timeout = std::chrono::seconds(1800);
+  /// Split each host into virtual nodes of this many consecutive local ranks
+  /// (0 = one node per host). Emulates a multi-node layout on one machine.
+  int emulated_ranks_per_node = 0;
+};
+
+class State {
+ public:
+  /// Initialises (or adopts) MPI and discovers the layout. Collective over
+  /// options.comm. Environment variables (ACCELERATE_USE_CPU,
+  /// ACCELERATE_TIMEOUT, ACCELERATE_MPI_THREAD_LEVEL,
+  /// ACCELERATE_EMULATED_RANKS_PER_NODE) override the matching options.
+  explicit State(StateOptions options = {});
+  ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  State(State&&) = delete;
+  State& operator=(State&&) = delete;
+
+  // --- layout -------------------------------------------------------------
+  [[nodiscard]] int process_index() const noexcept { return rank_; }
+  [[nodiscard]] int num_processes() const noexcept { return size_; }
+  [[nodiscard]] int local_process_index() const noexcept { return local_rank_; }
+  [[nodiscard]] int num_local_processes() const noexcept { return local_size_; }
+  [[nodiscard]] int node_index() const noexcept { return node_index_; }
+  [[nodiscard]] int num_nodes() const noexcept { return num_nodes_; }
+  [[nodiscard]] bool is_main_process() const noexcept { return rank_ == 0; }
+  [[nodiscard]] bool is_local_main_process() const noexcept { return local_rank_ == 0; }
+  [[nodiscard]] bool is_last_process() const noexcept { return rank_ == size_ - 1; }
+  [[nodiscard]] DistributedType distributed_type() const noexcept { return distributed_type_; }
+  /// "cpu" or "cuda:<i>"; accepted as is by torch::Device.
+  [[nodiscard]] const std::string& device() const noexcept { return device_; }
+  [[nodiscard]] bool use_cpu() const noexcept { return device_ == "cpu"; }
+  [[nodiscard]] const std::string& host() const noexcept { return host_; }
+
+  // --- MPI ----------------------------------------------------------------
+  [[nodiscard]] MPI_Comm world_comm() const noexcept { return world_; }
+  [[nodiscard]] MPI_Comm node_comm() const noexcept { return node_; }
+  [[nodiscard]] MPI_Comm cross_node_comm() const noexcept { return cross_node_; }
+  [[nodiscard]] bool owns_mpi() const noexcept { return owns_mpi_; }
+  [[nodiscard]] ThreadLevel thread_level_provided() const noexcept { return thread_provided_; }
+  [[nodiscard]] const LauncherInfo& launcher() const noexcept { return launcher_; }
+  [[nodiscard]] std::chrono::seconds timeout() const noexcept { return timeout_; }
+
+  // --- process control (seeds: wait_for_everyone, print, …) ----------------
+  /// Barrier over all processes; throws TimeoutError after timeout().
+  void wait_for_everyone() const;
+  /// Barrier over the processes of this node only.
+  void wait_for_node() const;
+  /// Prints `text` and a newline on the main process only.
+  void print(std::string_view text) const;
+
+  /// One line describing this rank (rank, local rank, node, host, device, CPUs).
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  void agree_on_launcher(MPI_Comm comm, int world_rank, int world_size);
+  void discover_layout(MPI_Comm comm, int emulated_ranks_per_node);
+  void choose_device(bool force_cpu);
+  void release() noexcept;
+
+  bool owns_mpi_ = false;
+  ThreadLevel thread_provided_ = ThreadLevel::Single;
+  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Comm cross_node_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int node_index_ = 0;
+  int num_nodes_ = 1;
+  DistributedType distributed_type_ = DistributedType::NO;
+  std::string device_ = "cpu";
+  std::string host_;
+  LauncherInfo launcher_;
+  std::chrono::seconds timeout_{1800};
+};
+
+}  // namespace accelerate

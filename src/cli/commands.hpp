@@ -1,0 +1,12 @@
+// Sub-commands of the accelerate-hpc tool. Each returns the process exit code.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace accelerate::cli {
+
+/// `accelerate-hpc env`: versions, features and, under a launcher, one line per rank.
+int run_env(std::span<const std::string_view> args);
+
+}  // namespace accelerate::cli

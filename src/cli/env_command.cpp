@@ -1,0 +1,41 @@
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "accelerate/runtime/build_info.hpp"
+#include "accelerate/runtime/state.hpp"
+#include "cli/commands.hpp"
+#include "detail/gather_strings.hpp"
+
+namespace accelerate::cli {
+
+int run_env(std::span<const std::string_view> args) {
+  if (!args.empty()) {
+    std::cerr << "usage: accelerate-hpc env   (takes no options)\n";
+    return 2;
+  }
+  const State state;
+  const std::vector<std::string> ranks =
+      detail::gather_strings(state.describe(), 0, state.world_comm(), state.timeout());
+  if (!state.is_main_process()) return 0;
+
+  std::ostringstream out;
+  out << "Accelerate-HPC environment\n\n";
+  for (const ComponentInfo& c : build_components()) {
+    out << "- " << std::left << std::setw(16) << (c.name + ":")
+        << (c.enabled ? c.version : std::string("off"));
+    if (!c.detail.empty()) out << " (" << c.detail << ")";
+    out << '\n';
+  }
+  out << "- " << std::setw(16) << "Launcher:" << to_string(state.launcher().kind);
+  if (state.launcher().job_id) out << " (job " << *state.launcher().job_id << ")";
+  out << '\n';
+  out << "- " << std::setw(16) << "MPI threads:" << to_string(state.thread_level_provided()) << '\n';
+  out << "- " << std::setw(16) << "Layout:" << state.num_processes() << " process(es) on " << state.num_nodes()
+      << " node(s), " << to_string(state.distributed_type()) << "\n\nProcesses:\n";
+  for (const std::string& line : ranks) out << "  " << line << '\n';
+  std::cout << out.str() << std::flush;
+  return 0;
+}
+
+}  // namespace accelerate::cli

@@ -1,0 +1,37 @@
+// accelerate-hpc: the command-line tool. Exit codes: 0 success, 1 failure,
+// 2 usage error. Exceptions end the whole job (abort_all) so that a failing
+// rank never leaves the others waiting in a collective.
+#include <iostream>
+#include <string_view>
+#include <vector>
+
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/process_control.hpp"
+#include "cli/commands.hpp"
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: accelerate-hpc <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  env     print versions, enabled features and, under mpirun/srun, one line per rank\n"
+    "  help    print this message\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::span<const std::string_view> rest(args.data() + 1, args.size() - 1);
+  try {
+    if (args[0] == "env") return accelerate::cli::run_env(rest);
+  } catch (const std::exception& error) {
+    accelerate::abort_all(error.what());
+  }
+  std::cerr << "accelerate-hpc: unknown command '" << args[0] << "'\n\n" << kUsage;
+  return 2;
+}

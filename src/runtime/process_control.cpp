@@ -1,0 +1,80 @@
+#include "accelerate/runtime/process_control.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate {
+
+MainProcessFirst::MainProcessFirst(const State& state, Scope scope)
+    : state_(state),
+      scope_(scope),
+      is_first_(scope == Scope::Global ? state.is_main_process() : state.is_local_main_process()),
+      uncaught_(std::uncaught_exceptions()) {
+  if (!is_first_) barrier();  // wait until the first process has left its scope
+}
+
+MainProcessFirst::~MainProcessFirst() noexcept(false) {
+  if (!is_first_) return;
+  // The first process releases the others. If it is unwinding from an
+  // exception it still releases them, so they fail on their own terms
+  // (missing file, …) rather than hang; a barrier error during unwinding is
+  // dropped because throwing now would terminate the program.
+  if (std::uncaught_exceptions() > uncaught_) {
+    try {
+      barrier();
+    } catch (...) {
+    }
+    return;
+  }
+  barrier();
+}
+
+void MainProcessFirst::barrier() const {
+  if (scope_ == Scope::Global) {
+    state_.wait_for_everyone();
+  } else {
+    state_.wait_for_node();
+  }
+}
+
+ProcessSlice slice_for_process(std::size_t length, int count, int index) {
+  const auto n = static_cast<std::size_t>(count);
+  const auto i = static_cast<std::size_t>(index);
+  const std::size_t base = length / n;
+  const std::size_t extras = length % n;
+  ProcessSlice slice;
+  slice.begin = i * base + std::min(i, extras);
+  slice.end = slice.begin + base + (i < extras ? 1 : 0);
+  slice.padded_size = base + (extras > 0 ? 1 : 0);
+  return slice;
+}
+
+void abort_all(std::string_view message, int exit_code) noexcept {
+  try {
+    std::cerr << detail::where() << " aborting the job: " << message << std::endl;
+  } catch (...) {
+  }
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized != 0 && finalized == 0) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+namespace detail {
+void throw_bad_process_index(const State& state, int index, bool local) {
+  const int limit = local ? state.num_local_processes() : state.num_processes();
+  throw ConfigError(where() + (local ? " on_local_process(" : " on_process(") + std::to_string(index) +
+                    "): no such " + (local ? "local process" : "process") + "; valid indices are 0.." +
+                    std::to_string(limit - 1) + ".");
+}
+}  // namespace detail
+
+}  // namespace accelerate

@@ -1,0 +1,246 @@
+#include "accelerate/runtime/state.hpp"
+
+#include <array>
+#include <cstdio>
+#include <iostream>
+
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/env_config.hpp"
+#include "accelerate/runtime/host.hpp"
+#include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
+#include "runtime/device_probe.hpp"
+
+namespace accelerate {
+namespace {
+
+int to_mpi(ThreadLevel level) {
+  switch (level) {
+    case ThreadLevel::Single: return MPI_THREAD_SINGLE;
+    case ThreadLevel::Funneled: return MPI_THREAD_FUNNELED;
+    case ThreadLevel::Serialized: return MPI_THREAD_SERIALIZED;
+    case ThreadLevel::Multiple: return MPI_THREAD_MULTIPLE;
+  }
+  return MPI_THREAD_FUNNELED;
+}
+
+ThreadLevel from_mpi(int level) {
+  if (level >= MPI_THREAD_MULTIPLE) return ThreadLevel::Multiple;
+  if (level >= MPI_THREAD_SERIALIZED) return ThreadLevel::Serialized;
+  if (level >= MPI_THREAD_FUNNELED) return ThreadLevel::Funneled;
+  return ThreadLevel::Single;
+}
+
+ThreadLevel parse_thread_level(const std::string& text) {
+  if (text == "single") return ThreadLevel::Single;
+  if (text == "serialized") return ThreadLevel::Serialized;
+  if (text == "multiple") return ThreadLevel::Multiple;
+  return ThreadLevel::Funneled;
+}
+
+void free_comm(MPI_Comm& comm) noexcept {
+  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  comm = MPI_COMM_NULL;
+}
+
+// Initialises MPI or adopts the running one; returns whether State owns it.
+bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized != 0) {
+    throw Error(
+        "[" + hostname() +
+        "] accelerate::State: MPI has already been finalised in this process and cannot be started "
+        "again. Create one State for the whole program (destroying the State that initialised MPI "
+        "finalises it), or initialise MPI yourself and let every State adopt it.");
+  }
+  bool owns = false;
+  int level = MPI_THREAD_SINGLE;
+  if (initialized == 0) {
+    // MPI is not yet usable, so errors here cannot carry a rank.
+    const int code = MPI_Init_thread(nullptr, nullptr, to_mpi(required), &level);
+    if (code != MPI_SUCCESS) {
+      throw MpiError("[" + hostname() + "] MPI_Init_thread failed with code " + std::to_string(code) +
+                         ". Is the program started by a launcher that belongs to the MPI it was built "
+                         "with? 'accelerate-hpc env' prints which MPI that is.",
+                     code);
+    }
+    owns = true;
+  } else {
+    ACCELERATE_MPI_CHECK(MPI_Query_thread(&level));
+  }
+  provided = from_mpi(level);
+  if (provided < required) {
+    const std::string message =
+        detail::where() + " accelerate::State: MPI provides thread level " +
+        std::string(to_string(provided)) + " but " + std::string(to_string(required)) + " is required" +
+        (owns ? std::string(". The MPI library was built without that level of thread support; use an "
+                            "MPI built with it, or lower StateOptions::thread_level / "
+                            "ACCELERATE_MPI_THREAD_LEVEL if the program only calls MPI from one thread.")
+              : std::string(". The program initialised MPI itself at a lower level; call "
+                            "MPI_Init_thread with at least that level, or let State initialise MPI."));
+    if (owns) MPI_Finalize();
+    throw ConfigError(message);
+  }
+  return owns;
+}
+
+}  // namespace
+
+std::string_view to_string(ThreadLevel level) {
+  switch (level) {
+    case ThreadLevel::Single: return "MPI_THREAD_SINGLE";
+    case ThreadLevel::Funneled: return "MPI_THREAD_FUNNELED";
+    case ThreadLevel::Serialized: return "MPI_THREAD_SERIALIZED";
+    case ThreadLevel::Multiple: return "MPI_THREAD_MULTIPLE";
+  }
+  return "unknown";
+}
+
+State::State(StateOptions options) : host_(hostname()) {
+  const EnvConfig env = EnvConfig::from_environment();
+  if (env.use_cpu) options.cpu = true;
+  if (env.timeout) options.timeout = *env.timeout;
+  if (env.mpi_thread_level) options.thread_level = parse_thread_level(*env.mpi_thread_level);
+  if (env.emulated_ranks_per_node) options.emulated_ranks_per_node = *env.emulated_ranks_per_node;
+  timeout_ = options.timeout;
+
+  // Read the launcher's variables before MPI_Init: some MPI libraries add
+  // their own on initialisation, and a GPU is best chosen before MPI starts.
+  launcher_ = detect_launcher();
+  owns_mpi_ = init_or_adopt_mpi(options.thread_level, thread_provided_);
+  try {
+    int world_rank = 0;
+    int world_size = 0;
+    ACCELERATE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    ACCELERATE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    agree_on_launcher(options.comm, world_rank, world_size);
+    discover_layout(options.comm, options.emulated_ranks_per_node);
+    choose_device(options.cpu);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+State::~State() { release(); }
+
+void State::release() noexcept {
+  // Communicators first, then MPI itself, and only if State started it.
+  free_comm(cross_node_);
+  free_comm(node_);
+  free_comm(world_);
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized == 0) MPI_Finalize();
+    owns_mpi_ = false;
+  }
+}
+
+void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
+  // A disagreement may be seen by some ranks only (a stale rank variable):
+  // agree on the verdict first, so no rank walks on into a collective that
+  // the failing ones will never join.
+  std::string failure;
+  try {
+    check_launcher_matches_mpi(launcher_, world_rank, world_size);
+  } catch (const LaunchError& error) {
+    failure = error.what();
+  }
+  int local_failed = failure.empty() ? 0 : 1;
+  int any_failed = 0;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, comm));
+  if (!failure.empty()) throw LaunchError(failure);
+  if (any_failed != 0) {
+    throw LaunchError(detail::where() + " accelerate::State: another rank found that the launcher's "
+                      "environment disagrees with MPI; its message names the cause.");
+  }
+}
+
+void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &world_));
+  // Errors on the library's communicators come back as codes, so they can
+  // be reported with context instead of aborting inside MPI.
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(world_, &size_));
+
+  MPI_Comm host_comm = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host_comm));
+  if (emulated_ranks_per_node > 0) {
+    int host_rank = 0;
+    ACCELERATE_MPI_CHECK(MPI_Comm_rank(host_comm, &host_rank));
+    const int code = MPI_Comm_split(host_comm, host_rank / emulated_ranks_per_node, rank_, &node_);
+    MPI_Comm_free(&host_comm);
+    ACCELERATE_MPI_CHECK(code);
+  } else {
+    node_ = host_comm;
+  }
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(node_, &local_rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(node_, &local_size_));
+
+  // Number the nodes by their local main process's rank: the local mains
+  // form a communicator whose rank is the node index, which each local main
+  // then shares with its node.
+  MPI_Comm leaders = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders));
+  std::array<int, 2> node_info{0, 1};
+  if (leaders != MPI_COMM_NULL) {
+    MPI_Comm_rank(leaders, &node_info[0]);
+    MPI_Comm_size(leaders, &node_info[1]);
+    MPI_Comm_free(&leaders);
+  }
+  ACCELERATE_MPI_CHECK(MPI_Bcast(node_info.data(), 2, MPI_INT, 0, node_));
+  node_index_ = node_info[0];
+  num_nodes_ = node_info[1];
+
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_, node_index_, &cross_node_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(cross_node_, MPI_ERRORS_RETURN));
+}
+
+void State::choose_device(bool force_cpu) {
+  const int gpus = force_cpu ? 0 : detail::visible_cuda_devices();
+  if (gpus > 0) {
+    device_ = "cuda:" + std::to_string(local_rank_ % gpus);
+    detail::bind_cuda_device(local_rank_ % gpus);
+  } else {
+    device_ = "cpu";
+  }
+  if (size_ == 1) {
+    distributed_type_ = DistributedType::NO;
+  } else {
+    distributed_type_ = gpus > 0 ? DistributedType::MULTI_GPU : DistributedType::MULTI_CPU;
+  }
+}
+
+void State::wait_for_everyone() const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(world_, &request));
+  detail::wait_with_timeout(request, timeout_, "wait_for_everyone (barrier over all processes)", world_);
+}
+
+void State::wait_for_node() const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(node_, &request));
+  detail::wait_with_timeout(request, timeout_, "barrier over the processes of node " + std::to_string(node_index_),
+                            node_);
+}
+
+void State::print(std::string_view text) const {
+  if (!is_main_process()) return;
+  std::cout << text << '\n' << std::flush;
+}
+
+std::string State::describe() const {
+  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + " local " +
+         std::to_string(local_rank_) + "/" + std::to_string(local_size_) + " node " +
+         std::to_string(node_index_) + "/" + std::to_string(num_nodes_) + " host " + host_ + " device " +
+         device_ + " cpus " + format_cpu_list(allowed_cpus()) + " type " +
+         std::string(to_string(distributed_type_)) + " launcher " + std::string(to_string(launcher_.kind));
+}
+
+}  // namespace accelerate
