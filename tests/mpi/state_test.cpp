@@ -1,2 +1,193 @@
+// accelerate::State at 1, 2 and 4 ranks: layout discovery, node grouping,
+// device choice, adopting an MPI the program initialised, and re-creation.
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) {}
+#include <mpi.h>
+
+#include <set>
+#include <vector>
+
+#include "accelerate/config.hpp"
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/environment.hpp"
+#include "accelerate/runtime/state.hpp"
+
+namespace {
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+std::vector<int> allgather(int value) {
+  std::vector<int> all(static_cast<std::size_t>(world_size()));
+  MPI_Allgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  return all;
+}
+
+TEST(State, RankAndSizeMatchMpi) {
+  const accelerate::State state;
+  EXPECT_EQ(state.process_index(), world_rank());
+  EXPECT_EQ(state.num_processes(), world_size());
+  EXPECT_EQ(state.is_main_process(), world_rank() == 0);
+  EXPECT_EQ(state.is_last_process(), world_rank() == world_size() - 1);
+  EXPECT_FALSE(state.owns_mpi());  // the test main initialised MPI
+}
+
+TEST(State, OneHostIsOneNode) {
+  const accelerate::State state;
+  // All ranks of these tests share one host.
+  EXPECT_EQ(state.num_nodes(), 1);
+  EXPECT_EQ(state.node_index(), 0);
+  EXPECT_EQ(state.num_local_processes(), world_size());
+  EXPECT_EQ(state.local_process_index(), world_rank());
+  EXPECT_EQ(state.is_local_main_process(), world_rank() == 0);
+}
+
+TEST(State, EmulatedNodesSplitConsecutiveRanks) {
+  accelerate::StateOptions options;
+  options.emulated_ranks_per_node = 2;
+  const accelerate::State state(options);
+  const int rank = world_rank();
+  const int size = world_size();
+  EXPECT_EQ(state.num_nodes(), (size + 1) / 2);
+  EXPECT_EQ(state.node_index(), rank / 2);
+  EXPECT_EQ(state.local_process_index(), rank % 2);
+  EXPECT_EQ(state.num_local_processes(), std::min(2, size - rank / 2 * 2));
+
+  // The node communicator holds exactly this node's ranks.
+  int node_size = 0;
+  MPI_Comm_size(state.node_comm(), &node_size);
+  EXPECT_EQ(node_size, state.num_local_processes());
+  // The cross-node communicator holds one rank per node, ordered by node.
+  int cross_rank = 0;
+  int cross_size = 0;
+  MPI_Comm_rank(state.cross_node_comm(), &cross_rank);
+  MPI_Comm_size(state.cross_node_comm(), &cross_size);
+  EXPECT_EQ(cross_rank, state.node_index());
+  const auto local_ranks = allgather(state.local_process_index());
+  int expected_cross = 0;
+  for (int r : local_ranks) expected_cross += (r == state.local_process_index()) ? 1 : 0;
+  EXPECT_EQ(cross_size, expected_cross);
+}
+
+TEST(State, EnvironmentVariableEmulatesNodes) {
+  auto patch = accelerate::patch_environment({{"ACCELERATE_EMULATED_RANKS_PER_NODE", "1"}});
+  const accelerate::State state;
+  EXPECT_EQ(state.num_nodes(), world_size());
+  EXPECT_EQ(state.node_index(), world_rank());
+  EXPECT_EQ(state.local_process_index(), 0);
+}
+
+TEST(State, NodeIndicesAreDenseAndAgree) {
+  accelerate::StateOptions options;
+  options.emulated_ranks_per_node = 3;  // uneven split at 4 ranks: nodes of 3 and 1
+  const accelerate::State state(options);
+  const auto nodes = allgather(state.node_index());
+  const std::set<int> distinct(nodes.begin(), nodes.end());
+  EXPECT_EQ(static_cast<int>(distinct.size()), state.num_nodes());
+  EXPECT_EQ(*distinct.begin(), 0);
+  EXPECT_EQ(*distinct.rbegin(), state.num_nodes() - 1);
+  const auto counts = allgather(state.num_nodes());
+  for (int c : counts) EXPECT_EQ(c, state.num_nodes());
+}
+
+TEST(State, DeviceAndDistributedType) {
+  const accelerate::State state;
+  if (!accelerate::config::torch_has_cuda) EXPECT_EQ(state.device(), "cpu");
+  if (world_size() == 1) {
+    EXPECT_EQ(state.distributed_type(), accelerate::DistributedType::NO);
+  } else if (state.use_cpu()) {
+    EXPECT_EQ(state.distributed_type(), accelerate::DistributedType::MULTI_CPU);
+  } else {
+    EXPECT_EQ(state.distributed_type(), accelerate::DistributedType::MULTI_GPU);
+  }
+}
+
+TEST(State, CpuFlagForcesTheCpu) {
+  accelerate::StateOptions options;
+  options.cpu = true;
+  const accelerate::State state(options);
+  EXPECT_EQ(state.device(), "cpu");
+  auto patch = accelerate::patch_environment({{"ACCELERATE_USE_CPU", "1"}});
+  const accelerate::State from_env;
+  EXPECT_EQ(from_env.device(), "cpu");
+}
+
+TEST(State, CanBeCreatedAndDestroyedRepeatedly) {
+  for (int i = 0; i < 3; ++i) {
+    const accelerate::State state;
+    EXPECT_EQ(state.num_processes(), world_size());
+    state.wait_for_everyone();
+  }
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  EXPECT_EQ(initialized, 1);
+  EXPECT_EQ(finalized, 0);  // an adopted MPI is never finalised by State
+}
+
+TEST(State, WorldIsADuplicateNotTheCallersCommunicator) {
+  const accelerate::State state;
+  int result = MPI_UNEQUAL;
+  MPI_Comm_compare(state.world_comm(), MPI_COMM_WORLD, &result);
+  EXPECT_EQ(result, MPI_CONGRUENT);
+}
+
+TEST(State, RunsOnASubCommunicator) {
+  // Ranks split into evens and odds; each half gets its own State.
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() % 2, world_rank(), &half);
+  {
+    accelerate::StateOptions options;
+    options.comm = half;
+    const accelerate::State state(options);
+    EXPECT_EQ(state.process_index(), world_rank() / 2);
+    EXPECT_EQ(state.num_processes(), (world_size() + 1 - world_rank() % 2) / 2);
+  }
+  MPI_Comm_free(&half);
+}
+
+TEST(State, AdoptedMpiBelowTheRequiredThreadLevelIsRefused) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) GTEST_SKIP() << "this MPI was initialised with MPI_THREAD_MULTIPLE";
+  accelerate::StateOptions options;
+  options.thread_level = accelerate::ThreadLevel::Multiple;
+  try {
+    const accelerate::State state(options);
+    FAIL() << "expected ConfigError";
+  } catch (const accelerate::ConfigError& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("MPI_THREAD_MULTIPLE is required"), std::string::npos) << text;
+    EXPECT_NE(text.find("initialised MPI itself"), std::string::npos) << text;
+  }
+}
+
+TEST(State, LauncherMatchesMpi) {
+  const accelerate::State state;
+  const auto& launcher = state.launcher();
+  if (launcher.kind == accelerate::LauncherKind::None) {
+    EXPECT_EQ(world_size(), 1);
+  } else {
+    if (launcher.rank) EXPECT_EQ(*launcher.rank, world_rank());
+    if (launcher.size) EXPECT_EQ(*launcher.size, world_size());
+  }
+}
+
+TEST(State, DescribeNamesTheRank) {
+  const accelerate::State state;
+  const std::string line = state.describe();
+  EXPECT_EQ(line.rfind("rank " + std::to_string(world_rank()) + "/" + std::to_string(world_size()), 0), 0U)
+      << line;
+  EXPECT_NE(line.find("device " + state.device()), std::string::npos) << line;
+}
+
+}  // namespace
