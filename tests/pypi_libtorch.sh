@@ -39,8 +39,8 @@ variant=${ACCELERATE_TORCH_VARIANT:-cpu}
 
 # Wheels before 2.7 use the old libstdc++ ABI (_GLIBCXX_USE_CXX11_ABI=0), which breaks
 # std::string passing with Debian's C++ libraries (HDF5 C++, Debian's own libtorch).
-if [[ ! $version =~ ^2\.([0-9]+)(\.[0-9]+)?$ ]] || ((BASH_REMATCH[1] < 7)); then
-  die "ACCELERATE_TORCH_VERSION='$version': need an exact version 2.MINOR[.PATCH] with MINOR >= 7"
+if [[ ! $version =~ ^2\.([0-9]+)\.[0-9]+$ ]] || ((BASH_REMATCH[1] < 7)); then
+  die "ACCELERATE_TORCH_VERSION='$version': need an exact version 2.MINOR.PATCH with MINOR >= 7"
 fi
 case $variant in
   cpu) suffix= ;;
@@ -86,7 +86,9 @@ else
     python=$(pick_python) || die "no python3 with the venv module (install python3-venv)"
   fi
 
-  # Start from a fresh venv so wheels of another torch version cannot linger.
+  # Start from a fresh venv so wheels of another torch version cannot linger;
+  # delete only a directory that is a venv (ACCELERATE_TORCH_VENV may be mistyped).
+  [[ ! -e $venv || -f $venv/pyvenv.cfg || -z $(ls -A "$venv") ]] || die "$venv exists and is not a venv; not deleting it"
   log "creating $venv with $python ($want)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
@@ -124,7 +126,7 @@ torch_dir=$("$venv/bin/python" -c \
   'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
 [[ -f $torch_dir/share/cmake/Torch/TorchConfig.cmake ]] || die "no TorchConfig.cmake under $torch_dir"
 
-# Every library we link must load without a system CUDA installation.
+# Every library we link must resolve (the wheels' RUNPATH finds site-packages/nvidia first).
 check_lib=$torch_dir/lib/libtorch_cpu.so
 [[ $variant == cuda ]] && check_lib=$torch_dir/lib/libtorch_cuda.so
 if missing=$(ldd "$check_lib" | grep 'not found'); then

@@ -90,11 +90,10 @@ std::vector<ComponentInfo> build_components() {
 
 #if ACCELERATE_HAVE_HWLOC
   {
+    // The run-time query only knows the API level; the release comes from the header.
     const unsigned api = hwloc_get_api_version();
-    components.push_back({"hwloc", true,
-                          std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff) + "." +
-                              std::to_string(api & 0xff),
-                          ""});
+    components.push_back({"hwloc", true, HWLOC_VERSION,
+                          "API " + std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff)});
   }
 #else
   components.push_back(off("hwloc", "HWLOC"));
