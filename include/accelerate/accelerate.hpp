@@ -1,6 +1,11 @@
 // Accelerate-HPC public API: include this one header.
 #pragma once
 
+#include "accelerate/comm/backend.hpp"
+#include "accelerate/comm/operations.hpp"
+#include "accelerate/comm/process_group.hpp"
+#include "accelerate/comm/types.hpp"
+#include "accelerate/comm/work.hpp"
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/availability.hpp"

@@ -8,24 +8,28 @@
 
 namespace accelerate::detail {
 
+void PollBackoff::pause() {
+  ++polls_;
+  if (polls_ < 4096) return;
+  if (!long_ && std::chrono::steady_clock::now() - started_ < std::chrono::seconds(1)) {
+    std::this_thread::yield();
+  } else {
+    long_ = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what,
                        MPI_Comm comm) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + timeout;
-  // Poll eagerly first (most collectives finish in microseconds), then back
-  // off so ranks that wait long do not steal cores from the ones computing.
-  auto pause = std::chrono::microseconds(0);
-  for (int polls = 0;; ++polls) {
+  PollBackoff backoff;
+  for (;;) {
     int done = 0;
     ACCELERATE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done != 0) return;
     if (clock::now() >= deadline) break;
-    if (polls > 1000) {
-      pause = std::min(std::chrono::microseconds(2000), pause + std::chrono::microseconds(20));
-      std::this_thread::sleep_for(pause);
-    } else {
-      std::this_thread::yield();
-    }
+    backoff.pause();
   }
   int size = 0;
   MPI_Comm_size(comm, &size);

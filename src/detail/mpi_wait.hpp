@@ -13,6 +13,23 @@
 
 namespace accelerate::detail {
 
+/// How a thread waits for MPI: MPI progresses non-blocking collectives only
+/// inside MPI calls, so the waiter keeps testing. It spins first (most
+/// operations finish in microseconds), then yields the core between tests
+/// (ranks may outnumber cores), and only after a second of waiting - a late
+/// rank, not a slow network - sleeps a millisecond between tests.
+class PollBackoff {
+ public:
+  void pause();
+  /// True once the wait has lasted more than a second.
+  [[nodiscard]] bool waited_long() const { return long_; }
+
+ private:
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  unsigned polls_ = 0;
+  bool long_ = false;
+};
+
 void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what,
                        MPI_Comm comm);
 

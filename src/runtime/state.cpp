@@ -129,9 +129,11 @@ State::~State() { release(); }
 
 void State::release() noexcept {
   // Communicators first, then MPI itself, and only if State started it.
-  free_comm(cross_node_);
-  free_comm(node_);
-  free_comm(world_);
+  if (!abandoned_) {
+    free_comm(cross_node_);
+    free_comm(node_);
+    free_comm(world_);
+  }
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -217,17 +219,23 @@ void State::choose_device(bool force_cpu) {
   }
 }
 
-void State::wait_for_everyone() const {
+void State::barrier(MPI_Comm comm, const std::string& what) const {
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibarrier(world_, &request));
-  detail::wait_with_timeout(request, timeout_, "wait_for_everyone (barrier over all processes)", world_);
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm, &request));
+  try {
+    detail::wait_with_timeout(request, timeout_, what, comm);
+  } catch (const TimeoutError&) {
+    // MPI may still progress the abandoned barrier; freeing its
+    // communicator under it would crash the process later.
+    abandoned_ = true;
+    throw;
+  }
 }
 
+void State::wait_for_everyone() const { barrier(world_, "wait_for_everyone (barrier over all processes)"); }
+
 void State::wait_for_node() const {
-  MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibarrier(node_, &request));
-  detail::wait_with_timeout(request, timeout_, "barrier over the processes of node " + std::to_string(node_index_),
-                            node_);
+  barrier(node_, "barrier over the processes of node " + std::to_string(node_index_));
 }
 
 void State::print(std::string_view text) const {

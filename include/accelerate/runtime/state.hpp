@@ -101,6 +101,7 @@ class State {
   void discover_layout(MPI_Comm comm, int emulated_ranks_per_node);
   void choose_device(bool force_cpu);
   void release() noexcept;
+  void barrier(MPI_Comm comm, const std::string& what) const;
 
   bool owns_mpi_ = false;
   ThreadLevel thread_provided_ = ThreadLevel::Single;
@@ -118,6 +119,7 @@ class State {
   std::string host_;
   LauncherInfo launcher_;
   std::chrono::seconds timeout_{1800};
+  mutable bool abandoned_ = false;  // a barrier timed out: never free the communicators
 };
 
 }  // namespace accelerate

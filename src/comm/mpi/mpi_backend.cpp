@@ -1,0 +1,296 @@
+#include "comm/mpi/mpi_backend.hpp"
+
+#include <ATen/ATen.h>
+
+#include <climits>
+#include <numeric>
+#include <sstream>
+
+#include "accelerate/error.hpp"
+#include "comm/tensor_checks.hpp"
+#include "detail/mpi_check.hpp"
+
+namespace accelerate::detail {
+namespace {
+
+void check_cpu(const at::Tensor& tensor, const char* operation, const char* role) {
+  if (!tensor.defined()) {
+    throw ConfigError(where() + " " + operation + ": the " + role + " tensor is undefined.");
+  }
+  if (!tensor.device().is_cpu()) {
+    throw ConfigError(where() + " " + operation + ": the MPI backend carries CPU tensors, but the " + role +
+                      " tensor is on " + tensor.device().str() +
+                      ". Use the process group's routing (ProcessGroup) or move the tensor to the CPU.");
+  }
+}
+
+int mpi_count(int64_t elements, const char* operation) {
+  if (elements > INT_MAX) {
+    throw ConfigError(where() + " " + operation + ": " + std::to_string(elements) +
+                      " elements exceed MPI's int count; split the tensor into chunks below 2^31 elements.");
+  }
+  return static_cast<int>(elements);
+}
+
+// A contiguous stand-in for a caller's tensor. `data` is what MPI touches;
+// `copy_back()` moves received data into a non-contiguous destination.
+struct Staged {
+  at::Tensor original;
+  at::Tensor data;
+  [[nodiscard]] bool staged() const { return !original.is_same(data); }
+};
+
+Staged stage_input(const at::Tensor& tensor) { return {tensor, tensor.contiguous()}; }
+
+Staged stage_output(const at::Tensor& tensor) {
+  if (tensor.is_contiguous()) return {tensor, tensor};
+  return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(c10::MemoryFormat::Contiguous))};
+}
+
+}  // namespace
+
+MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy)
+    : group_(std::move(group)), policy_(policy) {
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  board_ = std::make_unique<ArrivalBoard>(comm_);
+}
+
+MpiBackend::~MpiBackend() {
+  board_.reset();  // its window lives on comm_
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized == 0 && comm_ != MPI_COMM_NULL && !*abandoned_) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request, int64_t sequence,
+                                       std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
+                                       const Timeout& timeout) {
+  TimeoutPolicy policy = policy_;
+  if (timeout) policy.timeout = *timeout;
+  return std::make_unique<MpiWork>(std::move(label), request, std::move(keep_alive), std::move(epilogue),
+                                   board_.get(), sequence, group_, policy, abandoned_);
+}
+
+void MpiBackend::check_root(int root, const char* operation) const {
+  if (root < 0 || root >= size_) {
+    throw ConfigError(where() + " " + operation + ": root " + std::to_string(root) + " is not a rank of group '" +
+                      group_ + "' (ranks 0.." + std::to_string(size_ - 1) + ").");
+  }
+}
+
+std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
+  check_cpu(tensor, "all_reduce", "input");
+  const MPI_Op op = types_.operation(options.op, tensor.scalar_type());
+  const MPI_Datatype type = types_.datatype(tensor.scalar_type());
+  Staged buffer = stage_output(tensor);
+  if (buffer.staged()) buffer.data.copy_(tensor);
+  const int count = mpi_count(buffer.data.numel(), "all_reduce");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_, &request));
+  const bool average = options.op == ReduceOp::Avg;
+  const int size = size_;
+  auto epilogue = [buffer, average, size]() mutable {
+    if (average) buffer.data.div_(size);
+    if (buffer.staged()) buffer.original.copy_(buffer.data);
+  };
+  return post({"all_reduce", to_string(options.op), -1, &tensor}, request, sequence,
+              {buffer.original, buffer.data}, std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
+  check_cpu(tensor, "broadcast", "input");
+  check_root(options.root, "broadcast");
+  const MPI_Datatype type = types_.datatype(tensor.scalar_type());
+  Staged buffer = stage_output(tensor);
+  if (buffer.staged() && rank_ == options.root) buffer.data.copy_(tensor);
+  const int count = mpi_count(buffer.data.numel(), "broadcast");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(buffer.data.data_ptr(), count, type, options.root, comm_, &request));
+  const bool receiver = rank_ != options.root;
+  auto epilogue = [buffer, receiver]() mutable {
+    if (receiver && buffer.staged()) buffer.original.copy_(buffer.data);
+  };
+  return post({"broadcast", {}, options.root, &tensor}, request, sequence,
+              {buffer.original, buffer.data}, std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tensor& input,
+                                             const AllGatherOptions& options) {
+  check_cpu(input, "all_gather", "input");
+  check_cpu(output, "all_gather", "output");
+  check_same_dtype(output, input, "all_gather");
+  check_numel(output, input.numel() * size_, "all_gather", "output", "group size × input elements");
+  const MPI_Datatype type = types_.datatype(input.scalar_type());
+  const Staged in = stage_input(input);
+  Staged out = stage_output(output);
+  const int count = mpi_count(in.data.numel(), "all_gather");
+  mpi_count(out.data.numel(), "all_gather");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(
+      MPI_Iallgather(in.data.data_ptr(), count, type, out.data.data_ptr(), count, type, comm_, &request));
+  auto epilogue = [out]() mutable {
+    if (out.staged()) out.original.copy_(out.data);
+  };
+  return post({"all_gather", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
+              std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Tensor& input,
+                                               std::span<const int64_t> counts, const AllGatherOptions& options) {
+  check_cpu(input, "all_gather_v", "input");
+  check_cpu(output, "all_gather_v", "output");
+  check_same_dtype(output, input, "all_gather_v");
+  if (static_cast<int>(counts.size()) != size_ || input.dim() == 0 ||
+      counts[static_cast<std::size_t>(rank_)] != input.size(0)) {
+    throw ConfigError(where() + " all_gather_v: expected one row count per rank (" + std::to_string(size_) +
+                      ") with this rank's equal to its input's first dimension.");
+  }
+  int64_t row = 1;
+  for (int64_t d = 1; d < input.dim(); ++d) row *= input.size(d);
+  // Non-blocking collectives may read the count arrays until they complete
+  // (MPI 3.1 §5.12), so the arrays live as long as the Work.
+  auto layout = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>();
+  auto& element_counts = layout->first;
+  auto& displacements = layout->second;
+  element_counts.resize(counts.size());
+  displacements.resize(counts.size());
+  int64_t total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    element_counts[r] = mpi_count(counts[r] * row, "all_gather_v");
+    displacements[r] = mpi_count(total, "all_gather_v");
+    total += counts[r] * row;
+  }
+  check_numel(output, total, "all_gather_v", "output", "the sum of all ranks' rows");
+  const MPI_Datatype type = types_.datatype(input.scalar_type());
+  const Staged in = stage_input(input);
+  Staged out = stage_output(output);
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallgatherv(in.data.data_ptr(), element_counts[static_cast<std::size_t>(rank_)], type,
+                                       out.data.data_ptr(), element_counts.data(), displacements.data(), type, comm_,
+                                       &request));
+  auto epilogue = [out, layout]() mutable {
+    if (out.staged()) out.original.copy_(out.data);
+  };
+  return post({"all_gather_v", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
+              std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::gather(at::Tensor& output, const at::Tensor& input, const GatherOptions& options) {
+  check_cpu(input, "gather", "input");
+  check_root(options.root, "gather");
+  const bool root = rank_ == options.root;
+  if (root) {
+    check_cpu(output, "gather", "output");
+    check_same_dtype(output, input, "gather");
+    check_numel(output, input.numel() * size_, "gather", "output", "group size × input elements");
+  }
+  const MPI_Datatype type = types_.datatype(input.scalar_type());
+  const Staged in = stage_input(input);
+  Staged out = root ? stage_output(output) : Staged{};
+  const int count = mpi_count(in.data.numel(), "gather");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Igather(in.data.data_ptr(), count, type, root ? out.data.data_ptr() : nullptr, count, type,
+                                   options.root, comm_, &request));
+  auto epilogue = [out, root]() mutable {
+    if (root && out.staged()) out.original.copy_(out.data);
+  };
+  std::vector<at::Tensor> keep{in.data};
+  if (root) keep.insert(keep.end(), {out.original, out.data});
+  return post({"gather", {}, options.root, &input}, request, sequence,
+              std::move(keep), std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
+  check_cpu(output, "scatter", "output");
+  check_root(options.root, "scatter");
+  const bool root = rank_ == options.root;
+  if (root) {
+    check_cpu(input, "scatter", "input");
+    check_same_dtype(output, input, "scatter");
+    check_numel(input, output.numel() * size_, "scatter", "input", "group size × output elements");
+  }
+  const MPI_Datatype type = types_.datatype(output.scalar_type());
+  const Staged in = root ? stage_input(input) : Staged{};
+  Staged out = stage_output(output);
+  const int count = mpi_count(out.data.numel(), "scatter");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iscatter(root ? in.data.data_ptr() : nullptr, count, type, out.data.data_ptr(), count, type,
+                                    options.root, comm_, &request));
+  auto epilogue = [out]() mutable {
+    if (out.staged()) out.original.copy_(out.data);
+  };
+  std::vector<at::Tensor> keep{out.original, out.data};
+  if (root) keep.push_back(in.data);
+  return post({"scatter", {}, options.root, &output}, request, sequence,
+              std::move(keep), std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::Tensor& input,
+                                                 const ReduceScatterOptions& options) {
+  check_cpu(input, "reduce_scatter", "input");
+  check_cpu(output, "reduce_scatter", "output");
+  check_same_dtype(output, input, "reduce_scatter");
+  check_numel(input, output.numel() * size_, "reduce_scatter", "input", "group size × output elements");
+  const MPI_Op op = types_.operation(options.op, input.scalar_type());
+  const MPI_Datatype type = types_.datatype(input.scalar_type());
+  const Staged in = stage_input(input);
+  Staged out = stage_output(output);
+  const int count = mpi_count(out.data.numel(), "reduce_scatter");
+  mpi_count(in.data.numel(), "reduce_scatter");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(
+      MPI_Ireduce_scatter_block(in.data.data_ptr(), out.data.data_ptr(), count, type, op, comm_, &request));
+  const bool average = options.op == ReduceOp::Avg;
+  const int size = size_;
+  auto epilogue = [out, average, size]() mutable {
+    if (average) out.data.div_(size);
+    if (out.staged()) out.original.copy_(out.data);
+  };
+  return post({"reduce_scatter", to_string(options.op), -1, &input}, request, sequence,
+              {in.data, out.original, out.data}, std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tensor& input,
+                                             const AllToAllOptions& options) {
+  check_cpu(input, "all_to_all", "input");
+  check_cpu(output, "all_to_all", "output");
+  check_same_dtype(output, input, "all_to_all");
+  if (input.numel() % size_ != 0) {
+    throw ConfigError(where() + " all_to_all: the input " + shape_of(input) + " does not split into " +
+                      std::to_string(size_) + " equal blocks; its element count must be a multiple of the group size.");
+  }
+  check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
+  const MPI_Datatype type = types_.datatype(input.scalar_type());
+  const Staged in = stage_input(input);
+  Staged out = stage_output(output);
+  const int block = mpi_count(in.data.numel() / size_, "all_to_all");
+  mpi_count(in.data.numel(), "all_to_all");
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(
+      MPI_Ialltoall(in.data.data_ptr(), block, type, out.data.data_ptr(), block, type, comm_, &request));
+  auto epilogue = [out]() mutable {
+    if (out.staged()) out.original.copy_(out.data);
+  };
+  return post({"all_to_all", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
+              std::move(epilogue), options.timeout);
+}
+
+std::unique_ptr<Work> MpiBackend::barrier(const BarrierOptions& options) {
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  return post({"barrier", {}, -1, nullptr}, request, sequence, {}, nullptr, options.timeout);
+}
+
+}  // namespace accelerate::detail

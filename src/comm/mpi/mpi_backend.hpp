@@ -1,0 +1,65 @@
+// MpiBackend: collectives on CPU tensors over a private duplicate of an MPI
+// communicator, each posted as a non-blocking MPI call behind an MpiWork.
+//
+// Contiguous tensors are handed to MPI in place (no copy). A non-contiguous
+// input is packed into a contiguous temporary first; a non-contiguous
+// output is received into a temporary and copied back by the epilogue.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "accelerate/comm/backend.hpp"
+#include "comm/mpi/arrival_board.hpp"
+#include "comm/mpi/mpi_types.hpp"
+#include "comm/mpi/mpi_work.hpp"
+
+namespace accelerate::detail {
+
+class MpiBackend final : public Backend {
+ public:
+  /// Duplicates `comm` (collective over it). `group` names it in messages.
+  MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy);
+  ~MpiBackend() override;
+
+  [[nodiscard]] std::string_view name() const override { return "mpi"; }
+  [[nodiscard]] int rank() const override { return rank_; }
+  [[nodiscard]] int size() const override { return size_; }
+  [[nodiscard]] MPI_Comm comm() const { return comm_; }
+
+  std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) override;
+  std::unique_ptr<Work> broadcast(at::Tensor& tensor, const BroadcastOptions& options) override;
+  std::unique_ptr<Work> all_gather(at::Tensor& output, const at::Tensor& input,
+                                   const AllGatherOptions& options) override;
+  std::unique_ptr<Work> all_gather_v(at::Tensor& output, const at::Tensor& input, std::span<const int64_t> counts,
+                                     const AllGatherOptions& options) override;
+  std::unique_ptr<Work> gather(at::Tensor& output, const at::Tensor& input, const GatherOptions& options) override;
+  std::unique_ptr<Work> scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) override;
+  std::unique_ptr<Work> reduce_scatter(at::Tensor& output, const at::Tensor& input,
+                                       const ReduceScatterOptions& options) override;
+  std::unique_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,
+                                   const AllToAllOptions& options) override;
+  std::unique_ptr<Work> barrier(const BarrierOptions& options) override;
+
+ private:
+  struct Buffer;  // a contiguous stand-in for a caller's tensor
+  std::unique_ptr<Work> post(OperationLabel label, MPI_Request request, int64_t sequence,
+                             std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
+                             const Timeout& timeout);
+  void check_root(int root, const char* operation) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string group_;
+  TimeoutPolicy policy_;
+  int rank_ = 0;
+  int size_ = 1;
+  MpiTypeTable types_;
+  std::unique_ptr<ArrivalBoard> board_;
+  // Set when an operation timed out: MPI may still progress it, so the
+  // communicator is deliberately never freed.
+  std::shared_ptr<bool> abandoned_ = std::make_shared<bool>(false);
+};
+
+}  // namespace accelerate::detail

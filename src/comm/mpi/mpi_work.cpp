@@ -1,0 +1,126 @@
+#include "comm/mpi/mpi_work.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "accelerate/error.hpp"
+#include "comm/mpi/arrival_board.hpp"
+#include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
+
+namespace accelerate {
+
+namespace detail {
+
+OperationLabel::OperationLabel(const char* op, std::string_view qualifier_text, int root_rank,
+                               const at::Tensor* tensor)
+    : name(op), qualifier(qualifier_text), root(root_rank) {
+  if (tensor != nullptr && tensor->defined()) {
+    dtype = tensor->scalar_type();
+    sizes.assign(tensor->sizes().begin(), tensor->sizes().end());
+  }
+}
+
+std::string OperationLabel::render() const {
+  std::ostringstream out;
+  out << name;
+  if (!qualifier.empty()) {
+    out << '(' << qualifier << ')';
+  } else if (root >= 0) {
+    out << "(root " << root << ')';
+  }
+  if (dtype != c10::ScalarType::Undefined) out << ' ' << c10::toString(dtype) << c10::IntArrayRef(sizes);
+  return out.str();
+}
+
+const std::string& MpiWork::description() const {
+  if (description_.empty()) description_ = label_.render();
+  return description_;
+}
+
+MpiWork::MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive,
+                 std::function<void()> epilogue, const ArrivalBoard* board, int64_t sequence, std::string group,
+                 TimeoutPolicy policy, std::shared_ptr<bool> abandoned)
+    : label_(std::move(label)),
+      request_(request),
+      keep_alive_(std::move(keep_alive)),
+      epilogue_(std::move(epilogue)),
+      board_(board),
+      sequence_(sequence),
+      group_(std::move(group)),
+      policy_(policy),
+      abandoned_(std::move(abandoned)),
+      posted_(std::chrono::steady_clock::now()) {}
+
+MpiWork::~MpiWork() {
+  if (!done_) complete_dropped_work(*this);
+}
+
+void MpiWork::finish() noexcept {
+  done_ = true;
+  try {
+    if (epilogue_) epilogue_();
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  keep_alive_.clear();
+  epilogue_ = nullptr;
+}
+
+bool MpiWork::is_completed() {
+  if (done_) return true;
+  int flag = 0;
+  try {
+    ACCELERATE_MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+  } catch (...) {
+    error_ = std::current_exception();
+    done_ = true;
+    return true;
+  }
+  if (flag != 0) finish();
+  return done_;
+}
+
+void MpiWork::wait() {
+  if (!done_) {
+    const auto deadline = posted_ + policy_.timeout;
+    PollBackoff backoff;
+    while (!is_completed()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) report_timeout(now - posted_);
+      // A long wait may be another rank's timeout: answer its arrival query.
+      if (board_ != nullptr && backoff.waited_long()) board_->serve_queries();
+      backoff.pause();
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void MpiWork::report_timeout(std::chrono::steady_clock::duration waited) {
+  const auto seconds = std::chrono::duration<double>(waited).count();
+  std::string missing = board_ != nullptr ? board_->missing_ranks(sequence_, std::chrono::seconds(2)) : "";
+  if (missing.empty()) missing = "none found (all ranks entered it; one may have crashed inside)";
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
+  const std::string message =
+      where() + " collective timeout: " + description() + " on group '" + group_ + "' (collective #" +
+      std::to_string(sequence_) + ") did not complete after " + elapsed + " s. Ranks that never arrived: " + missing +
+      ". They crashed, hang, or took a different code path; their own output names the cause. Raise the limit with "
+      "InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work between collectives is legitimately slow.";
+  done_ = true;
+  // MPI may still write into the buffers when a late rank arrives; they must
+  // never be freed. Leak them deliberately (the job is being torn down).
+  static auto* abandoned_buffers = new std::vector<at::Tensor>();
+  abandoned_buffers->insert(abandoned_buffers->end(), keep_alive_.begin(), keep_alive_.end());
+  if (abandoned_) *abandoned_ = true;
+  if (policy_.abort_job) {
+    std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  error_ = std::make_exception_ptr(TimeoutError(message));
+  std::rethrow_exception(error_);
+}
+
+}  // namespace detail
+}  // namespace accelerate

@@ -1,0 +1,393 @@
+#include "accelerate/comm/process_group.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <set>
+
+#include "accelerate/config.hpp"
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/env_config.hpp"
+#include "comm/debug_check.hpp"
+#include "comm/mpi/mpi_backend.hpp"
+#include "comm/object_serialization.hpp"
+#include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
+#if ACCELERATE_HAVE_NCCL
+#include "comm/nccl/nccl_backend.hpp"
+#endif
+
+namespace accelerate {
+namespace {
+
+using detail::ShapeRule;
+
+int device_index(const std::string& device) {
+  const auto colon = device.find(':');
+  return colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
+}
+
+// Shape of the output of a [k, …] -> [n*k, …] collective.
+std::vector<int64_t> stacked_sizes(const at::Tensor& input, int64_t factor) {
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
+  if (sizes.empty()) {
+    sizes.push_back(factor);
+  } else {
+    sizes[0] *= factor;
+  }
+  return sizes;
+}
+
+std::vector<int64_t> block_sizes(const at::Tensor& input, int parts, const char* operation) {
+  if (input.dim() == 0 || input.size(0) % parts != 0) {
+    throw ConfigError(detail::where() + " " + operation + ": the input's first dimension (" +
+                      (input.dim() == 0 ? std::string("none, 0-d tensor") : std::to_string(input.size(0))) +
+                      ") must be a multiple of the group size " + std::to_string(parts) + ".");
+  }
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
+  sizes[0] /= parts;
+  return sizes;
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options)
+    : name_(std::move(name)), timeout_(options.timeout.value_or(state.timeout())) {
+  debug_mode_ = options.debug_mode.value_or(EnvConfig::from_environment().debug_mode);
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(control_, &size_));
+  const detail::TimeoutPolicy policy{timeout_, options.abort_on_timeout};
+  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, policy);
+#if ACCELERATE_HAVE_NCCL
+  // Eagerly and collectively: a communicator created inside the first
+  // collective deadlocks when ranks reach different first collectives.
+  if (state.device().rfind("cuda", 0) == 0) {
+    nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_, policy);
+  }
+#else
+  (void)device_index;
+#endif
+}
+
+ProcessGroup::~ProcessGroup() {
+  // NCCL before MPI: its teardown may still need the MPI side alive.
+  nccl_.reset();
+  mpi_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized == 0 && control_ != MPI_COMM_NULL && !control_abandoned_) MPI_Comm_free(&control_);
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::world(const State& state, ProcessGroupOptions options) {
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, state.world_comm(), "world", options));
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::node(const State& state, ProcessGroupOptions options) {
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(state, state.node_comm(), "node " + std::to_string(state.node_index()), options));
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::cross_node(const State& state, ProcessGroupOptions options) {
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
+      state, state.cross_node_comm(), "cross-node (local rank " + std::to_string(state.local_process_index()) + ")",
+      options));
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const std::vector<int>& ranks,
+                                                      ProcessGroupOptions options) {
+  // Validate identically everywhere, then agree, so that a bad list fails on
+  // every rank instead of leaving some in MPI_Comm_split.
+  std::string problem;
+  const std::set<int> unique(ranks.begin(), ranks.end());
+  if (ranks.empty()) problem = "the rank list is empty";
+  if (unique.size() != ranks.size()) problem = "the rank list contains duplicates";
+  for (int r : ranks) {
+    if (r < 0 || r >= state.num_processes()) {
+      problem = "rank " + std::to_string(r) + " is not in 0.." + std::to_string(state.num_processes() - 1);
+    }
+  }
+  // Hash of the list: different lists on different ranks are a bug too.
+  uint64_t hash = 1469598103934665603ULL;
+  for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ULL;
+  std::array<uint64_t, 2> local{hash, ~hash};
+  std::array<uint64_t, 2> reduced{};
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(local.data(), reduced.data(), 2, MPI_UINT64_T, MPI_MAX, state.world_comm()));
+  if (problem.empty() && (reduced[0] != hash || reduced[1] != ~hash)) problem = "the ranks passed different lists";
+  int bad = problem.empty() ? 0 : 1;
+  int any_bad = 0;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, state.world_comm()));
+  if (any_bad != 0) {
+    throw ConfigError(detail::where() + " new_group: " +
+                      (problem.empty() ? std::string("another rank rejected the rank list") : problem) +
+                      ". Pass the same list of distinct world ranks on every process.");
+  }
+  const auto position = std::find(ranks.begin(), ranks.end(), state.process_index());
+  const bool member = position != ranks.end();
+  MPI_Comm comm = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(state.world_comm(), member ? 0 : MPI_UNDEFINED,
+                                      member ? static_cast<int>(position - ranks.begin()) : 0, &comm));
+  if (!member) return nullptr;
+  std::string name = "group[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
+  name += "]";
+  std::unique_ptr<ProcessGroup> group;
+  try {
+    group.reset(new ProcessGroup(state, comm, name, options));
+  } catch (...) {
+    MPI_Comm_free(&comm);
+    throw;
+  }
+  MPI_Comm_free(&comm);  // the group holds its own duplicates
+  return group;
+}
+
+Backend& ProcessGroup::backend_for(const c10::Device& device) {
+  if (device.is_cpu()) return *mpi_;
+  if (device.is_cuda()) {
+    if (!config::has_nccl) {
+      detail::throw_feature_not_built("NCCL", "a collective on a CUDA tensor", "ACCELERATE_WITH_NCCL");
+    }
+    if (!nccl_) {
+      throw ConfigError(detail::where() + " group '" + name_ + "': got a CUDA tensor, but the group was created "
+                        "for the CPU (the State's device is cpu: no GPU visible, or cpu=true). Move the tensor "
+                        "to the CPU or run with GPUs.");
+    }
+    return *nccl_;
+  }
+  throw ConfigError(detail::where() + " group '" + name_ + "': no backend carries tensors on " + device.str() +
+                    "; use CPU or CUDA tensors.");
+}
+
+void ProcessGroup::wait_control(MPI_Request& request, std::chrono::milliseconds timeout, const std::string& what) {
+  try {
+    detail::wait_with_timeout(request, timeout, what, control_);
+  } catch (const TimeoutError&) {
+    control_abandoned_ = true;  // MPI may still progress it: keep the communicator
+    throw;
+  }
+}
+
+void ProcessGroup::wait_control(MPI_Request& request, const std::string& what) {
+  wait_control(request, timeout_, what);
+}
+
+void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule) {
+  if (!debug_mode_) return;
+  try {
+    detail::verify_collective(control_, name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule), timeout_);
+  } catch (const TimeoutError&) {
+    control_abandoned_ = true;
+    throw;
+  }
+}
+
+// --- asynchronous ------------------------------------------------------------
+
+std::unique_ptr<Work> ProcessGroup::all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options) {
+  verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
+  return backend_for(tensor.device()).all_reduce(tensor, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::broadcast_async(at::Tensor& tensor, const BroadcastOptions& options) {
+  verify("broadcast", &tensor, options.root, static_cast<int>(ShapeRule::Exact));
+  return backend_for(tensor.device()).broadcast(tensor, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input,
+                                                     const AllGatherOptions& options) {
+  verify("all_gather", &input, 0, static_cast<int>(ShapeRule::Exact));
+  return backend_for(input.device()).all_gather(output, input, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::gather_async(at::Tensor& output, const at::Tensor& input,
+                                                 const GatherOptions& options) {
+  verify("gather", &input, options.root, static_cast<int>(ShapeRule::Exact));
+  return backend_for(input.device()).gather(output, input, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::scatter_async(at::Tensor& output, const at::Tensor& input,
+                                                  const ScatterOptions& options) {
+  verify("scatter", &output, options.root, static_cast<int>(ShapeRule::Exact));
+  return backend_for(output.device()).scatter(output, input, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
+                                                         const ReduceScatterOptions& options) {
+  verify("reduce_scatter", &input, 0, static_cast<int>(ShapeRule::Exact));
+  return backend_for(input.device()).reduce_scatter(output, input, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::all_to_all_async(at::Tensor& output, const at::Tensor& input,
+                                                     const AllToAllOptions& options) {
+  verify("all_to_all", &input, 0, static_cast<int>(ShapeRule::Exact));
+  return backend_for(input.device()).all_to_all(output, input, options);
+}
+
+std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options) {
+  verify("barrier", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
+  return mpi_->barrier(options);
+}
+
+// --- blocking ----------------------------------------------------------------
+
+void ProcessGroup::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
+  all_reduce_async(tensor, options)->wait();
+}
+
+void ProcessGroup::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
+  broadcast_async(tensor, options)->wait();
+}
+
+at::Tensor ProcessGroup::all_gather(const at::Tensor& input, const AllGatherOptions& options) {
+  at::Tensor output = at::empty(stacked_sizes(input, size_), input.options());
+  all_gather_async(output, input, options)->wait();
+  return output;
+}
+
+at::Tensor ProcessGroup::all_gather_varying(const at::Tensor& input, const AllGatherOptions& options) {
+  if (input.dim() == 0) {
+    throw ConfigError(detail::where() + " all_gather_varying: a 0-d tensor has no first dimension to vary; "
+                      "use all_gather, or reshape to [1].");
+  }
+  verify("all_gather_varying", &input, 0, static_cast<int>(ShapeRule::Trailing));
+  // Row counts first (over the control communicator), then the payload.
+  const int64_t mine = input.size(0);
+  std::vector<int64_t> counts(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, control_, &request));
+  wait_control(request, options.timeout.value_or(timeout_), "all_gather_varying (row counts)");
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
+  sizes[0] = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  at::Tensor output = at::empty(sizes, input.options());
+  backend_for(input.device()).all_gather_v(output, input, counts, options)->wait();
+  return output;
+}
+
+at::Tensor ProcessGroup::gather(const at::Tensor& input, const GatherOptions& options) {
+  at::Tensor output;
+  if (rank_ == options.root) output = at::empty(stacked_sizes(input, size_), input.options());
+  gather_async(output, input, options)->wait();
+  return output;
+}
+
+void ProcessGroup::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
+  scatter_async(output, input, options)->wait();
+}
+
+at::Tensor ProcessGroup::reduce_scatter(const at::Tensor& input, const ReduceScatterOptions& options) {
+  at::Tensor output = at::empty(block_sizes(input, size_, "reduce_scatter"), input.options());
+  reduce_scatter_async(output, input, options)->wait();
+  return output;
+}
+
+at::Tensor ProcessGroup::all_to_all(const at::Tensor& input, const AllToAllOptions& options) {
+  block_sizes(input, size_, "all_to_all");
+  at::Tensor output = at::empty(input.sizes(), input.options());
+  all_to_all_async(output, input, options)->wait();
+  return output;
+}
+
+void ProcessGroup::barrier(const BarrierOptions& options) { barrier_async(options)->wait(); }
+
+// --- objects -----------------------------------------------------------------
+
+std::vector<std::vector<char>> ProcessGroup::exchange_bytes(const std::vector<char>& mine, int root, bool everyone,
+                                                            const std::string& what) {
+  // Sizes first, then one MPI_(All)Gatherv of the payload. With `everyone`
+  // every rank receives all parts; otherwise only `root` does.
+  const bool receives = everyone || rank_ == root;
+  if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
+    throw ConfigError(detail::where() + " " + what + ": a serialised object of " + std::to_string(mine.size()) +
+                      " bytes exceeds the 2 GiB limit of one message; send large tensors with tensor collectives.");
+  }
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (everyone) {
+    ACCELERATE_MPI_CHECK(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, control_, &request));
+  } else {
+    ACCELERATE_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, control_, &request));
+  }
+  wait_control(request, timeout_, what + " (sizes)");
+  std::vector<int> offsets(lengths.size(), 0);
+  std::exclusive_scan(lengths.begin(), lengths.end(), offsets.begin(), 0);
+  std::vector<char> all(receives ? static_cast<std::size_t>(offsets.back()) + static_cast<std::size_t>(lengths.back())
+                                 : 0);
+  if (everyone) {
+    ACCELERATE_MPI_CHECK(MPI_Iallgatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(),
+                                         MPI_BYTE, control_, &request));
+  } else {
+    ACCELERATE_MPI_CHECK(MPI_Igatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(),
+                                      MPI_BYTE, root, control_, &request));
+  }
+  wait_control(request, timeout_, what + " (payload)");
+  std::vector<std::vector<char>> parts;
+  if (!receives) return parts;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    const auto begin = all.begin() + offsets[r];
+    parts.emplace_back(begin, begin + lengths[r]);
+  }
+  return parts;
+}
+
+void ProcessGroup::broadcast_object(c10::IValue& object, int root) {
+  if (root < 0 || root >= size_) {
+    throw ConfigError(detail::where() + " broadcast_object: root " + std::to_string(root) + " is not a rank of group '" +
+                      name_ + "'.");
+  }
+  verify("broadcast_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
+  std::vector<char> bytes;
+  if (rank_ == root) bytes = detail::serialize_object(object);
+  int64_t length = static_cast<int64_t>(bytes.size());
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT64_T, root, control_, &request));
+  wait_control(request, timeout_, "broadcast_object (size)");
+  bytes.resize(static_cast<std::size_t>(length));
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, control_, &request));
+  wait_control(request, timeout_, "broadcast_object (payload)");
+  if (rank_ != root) object = detail::deserialize_object(bytes);
+}
+
+void ProcessGroup::broadcast_object_list(std::vector<c10::IValue>& objects, int root) {
+  c10::IValue packed{c10::List<c10::IValue>(c10::AnyType::get())};
+  if (rank_ == root) {
+    c10::List<c10::IValue> list(c10::AnyType::get());
+    for (const auto& object : objects) list.push_back(object);
+    packed = c10::IValue(list);
+  }
+  broadcast_object(packed, root);
+  if (rank_ != root) {
+    // Receivers take the root's list whole, length included (seeds: the
+    // list is updated in place with the root's objects).
+    const auto list = packed.toList();
+    objects.assign(list.begin(), list.end());
+  }
+}
+
+std::vector<c10::IValue> ProcessGroup::gather_object(const c10::IValue& object, int root) {
+  if (root < 0 || root >= size_) {
+    throw ConfigError(detail::where() + " gather_object: root " + std::to_string(root) + " is not a rank of group '" +
+                      name_ + "'.");
+  }
+  verify("gather_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
+  std::vector<c10::IValue> objects;
+  for (const auto& bytes : exchange_bytes(detail::serialize_object(object), root, false, "gather_object")) {
+    objects.push_back(detail::deserialize_object(bytes));
+  }
+  return objects;
+}
+
+std::vector<c10::IValue> ProcessGroup::all_gather_object(const c10::IValue& object) {
+  verify("all_gather_object", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
+  std::vector<c10::IValue> objects;
+  for (const auto& bytes : exchange_bytes(detail::serialize_object(object), 0, true, "all_gather_object")) {
+    objects.push_back(detail::deserialize_object(bytes));
+  }
+  return objects;
+}
+
+}  // namespace accelerate

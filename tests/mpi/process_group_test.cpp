@@ -1,0 +1,213 @@
+// Process groups at 1, 2 and 4 ranks: node/cross-node/new_group, routing by
+// device, object collectives, debug-mode mismatch detection and timeouts
+// that name the ranks that never arrived.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "accelerate/comm/process_group.hpp"
+#include "accelerate/config.hpp"
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/environment.hpp"
+#include "accelerate/runtime/state.hpp"
+
+namespace {
+
+using accelerate::ProcessGroup;
+
+accelerate::StateOptions two_per_node() {
+  accelerate::StateOptions options;
+  options.emulated_ranks_per_node = 2;
+  return options;
+}
+
+TEST(Groups, NodeAndCrossNodeFollowTheLayout) {
+  const accelerate::State state(two_per_node());
+  auto node = ProcessGroup::node(state);
+  auto cross = ProcessGroup::cross_node(state);
+  EXPECT_EQ(node->size(), state.num_local_processes());
+  EXPECT_EQ(node->rank(), state.local_process_index());
+  EXPECT_EQ(cross->rank(), state.node_index());
+  // Sum of world ranks within my node / across nodes with my local rank.
+  auto t = torch::full({1}, state.process_index(), torch::kInt64);
+  node->all_reduce(t);
+  int64_t expected = 0;
+  for (int r = 0; r < state.num_processes(); ++r) expected += (r / 2 == state.node_index()) ? r : 0;
+  EXPECT_EQ(t.item<int64_t>(), expected);
+  auto c = torch::full({1}, state.process_index(), torch::kInt64);
+  cross->all_reduce(c);
+  int64_t cross_expected = 0;
+  for (int r = 0; r < state.num_processes(); ++r) cross_expected += (r % 2 == state.local_process_index()) ? r : 0;
+  EXPECT_EQ(c.item<int64_t>(), cross_expected);
+}
+
+TEST(Groups, NewGroupFollowsTheListOrder) {
+  const accelerate::State state;
+  // Odd ranks in reverse order; even ranks are not members.
+  std::vector<int> ranks;
+  for (int r = state.num_processes() - 1; r >= 0; --r) {
+    if (r % 2 == 1) ranks.push_back(r);
+  }
+  if (ranks.empty()) ranks.push_back(0);
+  auto group = ProcessGroup::new_group(state, ranks);
+  const auto where = std::find(ranks.begin(), ranks.end(), state.process_index());
+  if (where == ranks.end()) {
+    EXPECT_EQ(group, nullptr);
+    return;
+  }
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->rank(), where - ranks.begin());
+  EXPECT_EQ(group->size(), static_cast<int>(ranks.size()));
+  auto t = torch::full({1}, state.process_index());
+  group->broadcast(t, {.root = 0});
+  EXPECT_EQ(t.item<float>(), static_cast<float>(ranks.front()));
+}
+
+TEST(Groups, BadRankListsFailOnEveryRank) {
+  const accelerate::State state;
+  EXPECT_THROW(ProcessGroup::new_group(state, {0, 0}), accelerate::ConfigError);
+  EXPECT_THROW(ProcessGroup::new_group(state, {state.num_processes()}), accelerate::ConfigError);
+  if (state.num_processes() > 1) {
+    // Each rank names only itself: the lists differ, everyone must hear about it.
+    try {
+      ProcessGroup::new_group(state, {state.process_index()});
+      FAIL() << "expected ConfigError";
+    } catch (const accelerate::ConfigError& error) {
+      EXPECT_NE(std::string(error.what()).find("new_group"), std::string::npos);
+    }
+  }
+}
+
+TEST(Routing, CpuTensorsUseMpiCudaTensorsNeedNccl) {
+  const accelerate::State state;
+  auto group = ProcessGroup::world(state);
+  EXPECT_EQ(group->backend_for(c10::Device(c10::kCPU)).name(), "mpi");
+  if (!accelerate::config::has_nccl) {
+    EXPECT_THROW(group->backend_for(c10::Device(c10::kCUDA, 0)), accelerate::FeatureNotBuilt);
+  } else if (state.use_cpu()) {
+    try {
+      group->backend_for(c10::Device(c10::kCUDA, 0));
+      FAIL() << "expected ConfigError";
+    } catch (const accelerate::ConfigError& error) {
+      EXPECT_NE(std::string(error.what()).find("created for the CPU"), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(Objects, BroadcastNestedObjects) {
+  const accelerate::State state;
+  auto group = ProcessGroup::world(state);
+  const int root = state.num_processes() - 1;
+  c10::IValue object;
+  if (state.process_index() == root) {
+    c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+    dict.insert("epoch", int64_t{7});
+    dict.insert("name", std::string("run-42"));
+    dict.insert("weights", torch::arange(4, torch::kFloat32));
+    dict.insert("flags", c10::List<bool>({true, false}));
+    object = dict;
+  }
+  group->broadcast_object(object, root);
+  ASSERT_TRUE(object.isGenericDict());
+  const auto dict = object.toGenericDict();
+  EXPECT_EQ(dict.at("epoch").toInt(), 7);
+  EXPECT_EQ(dict.at("name").toStringRef(), "run-42");
+  EXPECT_TRUE(torch::equal(dict.at("weights").toTensor(), torch::arange(4, torch::kFloat32)));
+  EXPECT_FALSE(dict.at("flags").toBoolList().get(1));
+}
+
+TEST(Objects, BroadcastObjectListReplacesEveryElement) {
+  const accelerate::State state;
+  auto group = ProcessGroup::world(state);
+  std::vector<c10::IValue> objects(3);
+  if (state.is_main_process()) objects = {int64_t{1}, std::string("two"), 3.5};
+  group->broadcast_object_list(objects, 0);
+  EXPECT_EQ(objects[0].toInt(), 1);
+  EXPECT_EQ(objects[1].toStringRef(), "two");
+  EXPECT_EQ(objects[2].toDouble(), 3.5);
+}
+
+TEST(Objects, GatherAndAllGatherInRankOrder) {
+  const accelerate::State state;
+  auto group = ProcessGroup::world(state);
+  // Objects of different sizes per rank.
+  const c10::IValue mine(std::string(static_cast<std::size_t>(state.process_index() * 100 + 1), 'x'));
+  const auto everywhere = group->all_gather_object(mine);
+  ASSERT_EQ(static_cast<int>(everywhere.size()), state.num_processes());
+  for (int r = 0; r < state.num_processes(); ++r) {
+    EXPECT_EQ(everywhere[static_cast<std::size_t>(r)].toStringRef().size(), static_cast<std::size_t>(r * 100 + 1));
+  }
+  const auto at_root = group->gather_object(c10::IValue(int64_t{state.process_index() * 3}), 0);
+  if (state.is_main_process()) {
+    ASSERT_EQ(static_cast<int>(at_root.size()), state.num_processes());
+    for (int r = 0; r < state.num_processes(); ++r) EXPECT_EQ(at_root[static_cast<std::size_t>(r)].toInt(), 3 * r);
+  } else {
+    EXPECT_TRUE(at_root.empty());
+  }
+}
+
+TEST(DebugMode, ShapeMismatchIsReportedOnEveryRankWithEachShape) {
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs ranks that can disagree";
+  auto patch = accelerate::patch_environment({{"ACCELERATE_DEBUG_MODE", "1"}});
+  auto group = ProcessGroup::world(state);
+  ASSERT_TRUE(group->debug_mode());
+  auto t = torch::ones({2, state.process_index() + 1});
+  try {
+    group->all_reduce(t);
+    FAIL() << "expected CollectiveMismatch";
+  } catch (const accelerate::CollectiveMismatch& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("Cannot apply all_reduce"), std::string::npos) << text;
+    EXPECT_NE(text.find("Process 0: all_reduce Float [2, 1]"), std::string::npos) << text;
+    EXPECT_NE(text.find("Process 1: all_reduce Float [2, 2]"), std::string::npos) << text;
+  }
+  // Matching shapes pass the check and reduce.
+  auto same = torch::ones({3});
+  group->all_reduce(same);
+  EXPECT_EQ(same[0].item<float>(), static_cast<float>(state.num_processes()));
+  // all_gather_varying only needs the trailing dimensions to agree.
+  auto varying = group->all_gather_varying(torch::ones({state.process_index() + 1, 2}));
+  EXPECT_EQ(varying.size(1), 2);
+}
+
+TEST(DebugMode, OffByDefault) {
+  const accelerate::State state;
+  auto group = ProcessGroup::world(state);
+  EXPECT_FALSE(group->debug_mode());
+}
+
+TEST(Timeout, MissingRankIsNamedInsteadOfHanging) {
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
+  auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500), .abort_on_timeout = false});
+  const int missing = state.num_processes() - 1;
+  auto t = torch::ones({8});
+  if (state.process_index() != missing) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      group->all_reduce(t);
+      ADD_FAILURE() << "all_reduce completed without rank " << missing;
+    } catch (const accelerate::TimeoutError& error) {
+      const std::string text = error.what();
+      EXPECT_NE(text.find("all_reduce(sum) Float[8] on group 'world'"), std::string::npos) << text;
+      EXPECT_NE(text.find("Ranks that never arrived: " + std::to_string(missing) + " (no answer: not inside any collective of this group)"),
+                std::string::npos)
+          << text;
+      EXPECT_NE(text.find("did not complete after 1."), std::string::npos) << text;
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1400));
+    MPI_Barrier(MPI_COMM_WORLD);  // let the late rank go
+    MPI_Barrier(MPI_COMM_WORLD);  // MPI progress in here completes the abandoned collective
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);  // arrive only after the others gave up
+    auto late = group->all_reduce_async(t);
+    late->wait();
+    EXPECT_EQ(t[0].item<float>(), static_cast<float>(state.num_processes()));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+}  // namespace
