@@ -20,8 +20,8 @@ class AcceleratePeer final : public Peer {
   [[nodiscard]] std::string name() const override { return "accelerate"; }
 
   [[nodiscard]] std::string describe() const override {
-    return "Accelerate-HPC ProcessGroup::world (MPI backend: MPI_I* collective + MpiWork::wait), group '" +
-           group_->name() + "', debug_mode " + (group_->debug_mode() ? "on" : "off");
+    return "Accelerate-HPC ProcessGroup::world(state), group '" + group_->name() + "' (CPU tensors: MPI backend), " +
+           "debug_mode " + (group_->debug_mode() ? "on" : "off");
   }
 
   std::vector<Candidate> candidates(Collective op, Buffers& buffers) override {

@@ -31,7 +31,7 @@ namespace bench {
 
 struct Plan {
   int repetitions = 15;
-  int slow_repetitions = 9;      ///< when a single call outlasts a batch
+  int slow_repetitions = 11;     ///< when a single call outlasts a batch
   double batch_seconds = 0.005;  ///< target duration of one timed batch
   int min_iterations = 1;
   int max_iterations = 20000;

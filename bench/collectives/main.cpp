@@ -48,7 +48,7 @@ constexpr const char* kUsage =
     "  --ops LIST           all_reduce,broadcast,all_gather (default: all)\n"
     "  --sizes LIST         bytes per rank, e.g. 4,4K,64K,1M,16M,64M (default)\n"
     "  --repetitions N      timed repetitions per candidate (default 15); medians are reported\n"
-    "  --slow-repetitions N repetitions when one call outlasts a batch (default 9)\n"
+    "  --slow-repetitions N repetitions when one call outlasts a batch (default 11)\n"
     "  --batch-ms X         target length of one timed batch in ms (default 5)\n"
     "  --no-gloo            skip the c10d Gloo peer\n"
     "  --no-diagnostics     time only accelerate, mpi and gloo (not the diagnostic candidates)\n"
@@ -187,28 +187,28 @@ int run(int argc, char** argv) {
   for (const bench::Collective op : options.ops) {
     for (const int64_t bytes : options.sizes) {
       bench::Buffers buffers = bench::make_buffers(op, bytes, ranks);
-      std::vector<bench::Candidate> primary;
+      std::vector<bench::Candidate> timed;
       std::vector<bench::Candidate> diagnostic;
       for (const auto& peer : peers) {
         for (auto& candidate : peer->candidates(op, buffers)) {
-          (candidate.diagnostic ? diagnostic : primary).push_back(std::move(candidate));
+          (candidate.diagnostic ? diagnostic : timed).push_back(std::move(candidate));
         }
       }
       if (options.diagnostics || !options.only.empty()) {
-        primary.insert(primary.end(), diagnostic.begin(), diagnostic.end());
+        timed.insert(timed.end(), diagnostic.begin(), diagnostic.end());
       }
       if (!options.only.empty()) {
-        std::erase_if(primary, [&](const bench::Candidate& candidate) {
+        std::erase_if(timed, [&](const bench::Candidate& candidate) {
           return std::find(options.only.begin(), options.only.end(), candidate.name) == options.only.end();
         });
       }
-      for (const auto& candidate : primary) validate(comm, op, buffers, candidate, rank, ranks);
-      const auto samples = bench::measure(comm, primary, options.plan);
+      for (const auto& candidate : timed) validate(comm, op, buffers, candidate, rank, ranks);
+      const auto samples = bench::measure(comm, timed, options.plan);
       std::string progress;
-      for (std::size_t c = 0; c < primary.size(); ++c) {
-        result.rows.push_back({op, bytes, primary[c].name, primary[c].what, primary[c].diagnostic, samples[c]});
+      for (std::size_t c = 0; c < timed.size(); ++c) {
+        result.rows.push_back({op, bytes, timed[c].name, timed[c].what, timed[c].diagnostic, samples[c]});
         char text[96];
-        std::snprintf(text, sizeof(text), " %s %.2f us", primary[c].name.c_str(), samples[c].median() * 1e6);
+        std::snprintf(text, sizeof(text), " %s %.2f us", timed[c].name.c_str(), samples[c].median() * 1e6);
         progress += text;
       }
       if (rank == 0) {

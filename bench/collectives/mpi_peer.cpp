@@ -11,6 +11,9 @@
 //                            polling loop of MpiWork::wait (MPI_Test + clock
 //                            per poll, yielding after 4096 polls): the cost
 //                            of polling in our code instead of MPI_Wait.
+//   mpi.barrier+blocking     (all_reduce) MPI_Ibarrier + MPI_Wait, then the
+//                            blocking MPI_Allreduce: the price of checking
+//                            arrival under a deadline before a blocking call.
 #include <chrono>
 #include <thread>
 
@@ -73,13 +76,21 @@ class MpiPeer final : public Peer {
           MPI_Iallreduce(MPI_IN_PLACE, buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, MPI_SUM,
                          comm, &request);
         };
-        return with_diagnostics(
+        auto all = with_diagnostics(
             {"mpi", "MPI_Allreduce(MPI_IN_PLACE, float, sum)", false,
              [comm, &buffers] {
                MPI_Allreduce(MPI_IN_PLACE, buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
                              MPI_SUM, comm);
              }},
             "MPI_Iallreduce", post);
+        all.push_back({"mpi.barrier+blocking", "MPI_Ibarrier + MPI_Wait, then MPI_Allreduce", true, [comm, &buffers] {
+                         MPI_Request request = MPI_REQUEST_NULL;
+                         MPI_Ibarrier(comm, &request);
+                         MPI_Wait(&request, MPI_STATUS_IGNORE);
+                         MPI_Allreduce(MPI_IN_PLACE, buffers.data.data_ptr(), static_cast<int>(buffers.count),
+                                       MPI_FLOAT, MPI_SUM, comm);
+                       }});
+        return all;
       }
       case Collective::Broadcast: {
         auto post = [comm, &buffers](MPI_Request& request) {

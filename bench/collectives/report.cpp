@@ -243,7 +243,7 @@ std::string target_line(const TargetCheck& check) {
   if (check.unit == "us") {
     line += format("%+.3f us", check.value) + " (limit " + format("%+.2f us", check.limit) + ")";
   } else {
-    line += format(check.value >= 100.0 ? "%.0f" : "%.3f", check.value) + "x (limit " + format("%.2f", check.limit) +
+    line += format(check.value >= 100.0 ? "%.0f" : (check.value >= 10.0 ? "%.1f" : "%.3f"), check.value) + "x (limit " + format("%.2f", check.limit) +
             "x)";
   }
   return line;
@@ -320,7 +320,7 @@ void print_text(std::ostream& out, const Run& run, const std::vector<TargetCheck
   for (const auto& [name, description] : run.peers) out << "  " << pad("peer " + name, 26, true) << ' ' << description << '\n';
   if (!run.gloo_missing.empty()) out << "  " << pad("peer gloo", 26, true) << " ABSENT: " << run.gloo_missing << '\n';
   out << "  " << pad("plan", 26, true) << ' ' << run.plan.repetitions << " repetitions ("
-      << run.plan.slow_repetitions << " when one call outlasts a batch), batches of ~"
+      << std::min(run.plan.repetitions, run.plan.slow_repetitions) << " when one call outlasts a batch), batches of ~"
       << run.plan.batch_seconds * 1e3 << " ms (" << run.plan.min_iterations << ".." << run.plan.max_iterations
       << " calls)\n";
   out << "  " << kConventions << "\n";
@@ -340,10 +340,15 @@ void print_text(std::ostream& out, const Run& run, const std::vector<TargetCheck
 }
 
 void write_markdown(std::ostream& out, const Run& run, const std::vector<TargetCheck>& targets) {
-  out << "### " << run.ranks << " ranks" << (run.system.oversubscribed ? " (oversubscribed)" : "") << "\n\n";
+  out << "#### " << run.ranks << " ranks ";
+  if (run.system.oversubscribed) {
+    out << "(oversubscribed: " << run.system.ranks_on_host << " ranks on " << run.system.cores_online << " cores)\n\n";
+  } else {
+    out << "(one rank per core)\n\n";
+  }
   for (const Collective op : ops_of(run)) {
     out << "**" << to_string(op) << "** (" << op_note(op) << "; busbw = algbw × " << bus_factor_text(op, run.ranks)
-        << "; µs and GB/s, medians of " << run.plan.repetitions << " repetitions, " << run.plan.slow_repetitions
+        << "; µs and GB/s, medians of " << run.plan.repetitions << " repetitions, " << std::min(run.plan.repetitions, run.plan.slow_repetitions)
         << " at sizes where one call outlasts a batch)\n\n";
     print_table_markdown(out, main_table(run, op));
     out << '\n';

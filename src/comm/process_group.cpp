@@ -235,7 +235,8 @@ std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options)
 // --- blocking ----------------------------------------------------------------
 
 void ProcessGroup::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
-  all_reduce_async(tensor, options)->wait();
+  verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
+  backend_for(tensor.device()).all_reduce_blocking(tensor, options);
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {

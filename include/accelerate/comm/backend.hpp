@@ -37,6 +37,11 @@ class Backend {
   [[nodiscard]] virtual int size() const = 0;
 
   virtual std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) = 0;
+  /// all_reduce for a caller that waits at once. A backend may pick a faster
+  /// blocking algorithm here, provided it keeps the timeout guarantees.
+  virtual void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {
+    all_reduce(tensor, options)->wait();
+  }
   virtual std::unique_ptr<Work> broadcast(at::Tensor& tensor, const BroadcastOptions& options) = 0;
   virtual std::unique_ptr<Work> all_gather(at::Tensor& output, const at::Tensor& input,
                                            const AllGatherOptions& options) = 0;

@@ -101,6 +101,29 @@ std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduce
               {buffer.original, buffer.data}, std::move(epilogue), options.timeout);
 }
 
+void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {
+  check_cpu(tensor, "all_reduce", "input");
+  if (tensor.numel() * static_cast<int64_t>(tensor.element_size()) < kBlockingAllReduceBytes) {
+    all_reduce(tensor, options)->wait();
+    return;
+  }
+  const MPI_Op op = types_.operation(options.op, tensor.scalar_type());
+  const MPI_Datatype type = types_.datatype(tensor.scalar_type());
+  Staged buffer = stage_output(tensor);
+  if (buffer.staged()) buffer.data.copy_(tensor);
+  const int count = mpi_count(buffer.data.numel(), "all_reduce");
+  // Arrival first, under the deadline: once every rank is past the barrier,
+  // the blocking collective can only stall if a process dies inside it,
+  // which the launcher turns into a job failure.
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  post({"all_reduce", to_string(options.op), -1, &tensor}, request, sequence, {}, nullptr, options.timeout)->wait();
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_));
+  if (options.op == ReduceOp::Avg) buffer.data.div_(size_);
+  if (buffer.staged()) buffer.original.copy_(buffer.data);
+}
+
 std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
   check_cpu(tensor, "broadcast", "input");
   check_root(options.root, "broadcast");

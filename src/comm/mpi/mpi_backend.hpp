@@ -20,6 +20,12 @@ namespace accelerate::detail {
 
 class MpiBackend final : public Backend {
  public:
+  /// From this size on, a blocking all_reduce checks arrival with a barrier
+  /// (deadline, missing ranks named) and then runs MPI's blocking
+  /// MPI_Allreduce, whose tuned algorithms Open MPI's non-blocking
+  /// implementation does not match for large messages.
+  static constexpr int64_t kBlockingAllReduceBytes = 64 * 1024;
+
   /// Duplicates `comm` (collective over it). `group` names it in messages.
   MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy);
   ~MpiBackend() override;
@@ -30,6 +36,7 @@ class MpiBackend final : public Backend {
   [[nodiscard]] MPI_Comm comm() const { return comm_; }
 
   std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) override;
+  void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) override;
   std::unique_ptr<Work> broadcast(at::Tensor& tensor, const BroadcastOptions& options) override;
   std::unique_ptr<Work> all_gather(at::Tensor& output, const at::Tensor& input,
                                    const AllGatherOptions& options) override;
