@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "accelerate/error.hpp"
+#include "comm/mpi/mpi_tuning.hpp"
 #include "comm/tensor_checks.hpp"
 #include "detail/mpi_check.hpp"
 
@@ -56,6 +57,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy)
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   board_ = std::make_unique<ArrivalBoard>(comm_);
+  nonblocking_allreduce_tuned_ = tune_nonblocking_allreduce();
 }
 
 MpiBackend::~MpiBackend() {
@@ -103,7 +105,8 @@ std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduce
 
 void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {
   check_cpu(tensor, "all_reduce", "input");
-  if (tensor.numel() * static_cast<int64_t>(tensor.element_size()) < kBlockingAllReduceBytes) {
+  const bool small = tensor.numel() * static_cast<int64_t>(tensor.element_size()) < kBlockingAllReduceBytes;
+  if (!small && nonblocking_allreduce_tuned_) {
     all_reduce(tensor, options)->wait();
     return;
   }
