@@ -53,4 +53,15 @@ for r in 0 1; do
   grep -q "rank $r/2 local $r/2 .* launcher openmpi-mpirun\|rank $r/2 local $r/2 .* launcher mpich-hydra" <<<"$out" \
     || fail "mpirun inside sbatch: rank $r wrong"
 done
+
+# The job script users submit (jobs/hello_state/hello_state.sbatch), unchanged.
+job_script="$here/../../jobs/hello_state/hello_state.sbatch"
+job=$(sbatch --parsable -n 2 -o "$state_dir/script.out" \
+  --export=ALL,HELLO_STATE="$program",SRUN_MPI="$plugin" "$job_script")
+for _ in $(seq 1 120); do
+  squeue -h -j "$job" 2>/dev/null | grep -q . || break
+  sleep 0.5
+done
+out=$(cat "$state_dir/script.out")
+expect_ranks "hello_state.sbatch job $job" "$out" 2 slurm-srun
 echo "PASS"
