@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include "common/test_helpers.hpp"
 #include <mpi.h>
 
 #include <array>
@@ -27,17 +29,8 @@ namespace {
 using accelerate::ReduceOp;
 using namespace std::chrono_literals;
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using accelerate::testing::world_rank;
+using accelerate::testing::world_size;
 
 /// True when `value` holds on every rank.
 bool on_every_rank(bool value) {

@@ -1,6 +1,8 @@
 // accelerate::State at 1, 2 and 4 ranks: layout discovery, node grouping,
 // device choice, adopting an MPI the program initialised, and re-creation.
 #include <gtest/gtest.h>
+
+#include "common/test_helpers.hpp"
 #include <mpi.h>
 
 #include <set>
@@ -13,17 +15,8 @@
 
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using accelerate::testing::world_rank;
+using accelerate::testing::world_size;
 
 std::vector<int> allgather(int value) {
   std::vector<int> all(static_cast<std::size_t>(world_size()));

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_helpers.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -53,14 +55,7 @@ std::vector<Batches> shard_all(const std::vector<std::int64_t>& order, std::int6
   return result;
 }
 
-std::string what_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "<no ConfigError>";
-}
+std::string what_of(const std::function<void()>& fn) { return accelerate::testing::error_of(fn); }
 
 // ---------------------------------------------------------------------------
 // seeds/002: "On two processes with a sampler of [[0, 1, 2, 3], [4, 5, 6, 7]],

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_helpers.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -59,14 +61,7 @@ std::vector<Samples> shard_all(const Samples& dataset, std::int64_t batch_size, 
   return result;
 }
 
-std::string what_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "<no ConfigError>";
-}
+std::string what_of(const std::function<void()>& fn) { return accelerate::testing::error_of(fn); }
 
 // ---------------------------------------------------------------------------
 // seeds/002: "On two processes with an iterable dataset yielding of

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_helpers.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -55,12 +57,7 @@ static_assert(!CanSkip<const BatchSamplerShard>);
 
 template <class Fn>
 std::string config_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "<no ConfigError>";
+  return accelerate::testing::error_of(std::forward<Fn>(fn));
 }
 
 #define EXPECT_CONTAINS(text, part) \

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_helpers.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -46,12 +48,7 @@ bool is_permutation_of_iota(Order order) {
 
 template <class Fn>
 std::string config_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "<no ConfigError>";
+  return accelerate::testing::error_of(std::forward<Fn>(fn));
 }
 
 // ---------------------------------------------------------------------------

@@ -41,6 +41,14 @@ struct Staged {
   [[nodiscard]] bool staged() const { return !original.is_same(data); }
 };
 
+// The epilogue of an operation whose only post-processing is moving the
+// received data into a non-contiguous destination.
+std::function<void()> copy_back(Staged out) {
+  return [out]() mutable {
+    if (out.staged()) out.original.copy_(out.data);
+  };
+}
+
 Staged stage_input(const at::Tensor& tensor) { return {tensor, tensor.contiguous()}; }
 
 Staged stage_output(const at::Tensor& tensor) {
@@ -160,9 +168,7 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(
       MPI_Iallgather(in.data.data_ptr(), count, type, out.data.data_ptr(), count, type, comm_, &request));
-  auto epilogue = [out]() mutable {
-    if (out.staged()) out.original.copy_(out.data);
-  };
+  auto epilogue = copy_back(out);
   return post({"all_gather", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
 }
@@ -251,9 +257,7 @@ std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& 
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iscatter(root ? in.data.data_ptr() : nullptr, count, type, out.data.data_ptr(), count, type,
                                     options.root, comm_, &request));
-  auto epilogue = [out]() mutable {
-    if (out.staged()) out.original.copy_(out.data);
-  };
+  auto epilogue = copy_back(out);
   std::vector<at::Tensor> keep{out.original, out.data};
   if (root) keep.push_back(in.data);
   return post({"scatter", {}, options.root, &output}, request, sequence,
@@ -305,9 +309,7 @@ std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tenso
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(
       MPI_Ialltoall(in.data.data_ptr(), block, type, out.data.data_ptr(), block, type, comm_, &request));
-  auto epilogue = [out]() mutable {
-    if (out.staged()) out.original.copy_(out.data);
-  };
+  auto epilogue = copy_back(out);
   return post({"all_to_all", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
 }
