@@ -2,10 +2,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "accelerate/comm/process_group.hpp"
 #include "accelerate/runtime/build_info.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "cli/commands.hpp"
-#include "detail/gather_strings.hpp"
 
 namespace accelerate::cli {
 
@@ -15,8 +15,8 @@ int run_env(std::span<const std::string_view> args) {
     return 2;
   }
   const State state;
-  const std::vector<std::string> ranks =
-      detail::gather_strings(state.describe(), 0, state.world_comm(), state.timeout());
+  // One line per rank, gathered like any object (sizes, then the bytes).
+  const std::vector<c10::IValue> ranks = ProcessGroup::world(state)->gather_object(c10::IValue(state.describe()), 0);
   if (!state.is_main_process()) return 0;
 
   std::ostringstream out;
@@ -33,7 +33,7 @@ int run_env(std::span<const std::string_view> args) {
   out << "- " << std::setw(16) << "MPI threads:" << to_string(state.thread_level_provided()) << '\n';
   out << "- " << std::setw(16) << "Layout:" << state.num_processes() << " process(es) on " << state.num_nodes()
       << " node(s), " << to_string(state.distributed_type()) << "\n\nProcesses:\n";
-  for (const std::string& line : ranks) out << "  " << line << '\n';
+  for (const c10::IValue& line : ranks) out << "  " << line.toStringRef() << '\n';
   std::cout << out.str() << std::flush;
   return 0;
 }
