@@ -1,0 +1,1 @@
+# Sources of the amp module (include()d from src/CMakeLists.txt).

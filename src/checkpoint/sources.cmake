@@ -1,0 +1,1 @@
+# Sources of the checkpoint module (include()d from src/CMakeLists.txt).

@@ -1,0 +1,1 @@
+# Sources of the interop module (include()d from src/CMakeLists.txt).

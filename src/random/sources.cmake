@@ -1,0 +1,1 @@
+# Sources of the random module (include()d from src/CMakeLists.txt).

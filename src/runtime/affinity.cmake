@@ -1,0 +1,1 @@
+# NUMA affinity sources (include()d from src/CMakeLists.txt).

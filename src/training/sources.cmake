@@ -1,0 +1,1 @@
+# Sources of the training module (include()d from src/CMakeLists.txt).

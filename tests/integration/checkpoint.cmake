@@ -1,0 +1,1 @@
+# checkpoint integration tests (include()d from CMakeLists.txt here).

@@ -1,0 +1,1 @@
+# kokkos integration tests (include()d from CMakeLists.txt here).

@@ -1,0 +1,1 @@
+# spack integration tests (include()d from CMakeLists.txt here).

@@ -1,0 +1,1 @@
+# training integration tests (include()d from CMakeLists.txt here).

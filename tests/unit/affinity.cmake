@@ -1,0 +1,1 @@
+# affinity tests (include()d from CMakeLists.txt here).

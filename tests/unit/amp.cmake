@@ -1,0 +1,1 @@
+# amp tests (include()d from CMakeLists.txt here).

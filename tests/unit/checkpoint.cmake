@@ -1,0 +1,1 @@
+# checkpoint tests (include()d from CMakeLists.txt here).

@@ -1,0 +1,1 @@
+# kokkos tests (include()d from CMakeLists.txt here).

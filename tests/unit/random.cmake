@@ -1,0 +1,1 @@
+# random tests (include()d from CMakeLists.txt here).

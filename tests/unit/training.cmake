@@ -1,0 +1,1 @@
+# training tests (include()d from CMakeLists.txt here).
