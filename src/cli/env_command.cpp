@@ -3,7 +3,9 @@
 #include <sstream>
 
 #include "accelerate/comm/process_group.hpp"
+#include "accelerate/error.hpp"
 #include "accelerate/runtime/build_info.hpp"
+#include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "cli/commands.hpp"
 
@@ -16,7 +18,13 @@ int run_env(std::span<const std::string_view> args) {
   }
   const State state;
   // One line per rank, gathered like any object (sizes, then the bytes).
-  const std::vector<c10::IValue> ranks = ProcessGroup::world(state)->gather_object(c10::IValue(state.describe()), 0);
+  std::string line = state.describe();
+  try {
+    line += "\n    binding: " + describe_current_binding();
+  } catch (const Error& error) {
+    line += "\n    binding: unavailable (" + std::string(error.what()) + ")";
+  }
+  const std::vector<c10::IValue> ranks = ProcessGroup::world(state)->gather_object(c10::IValue(line), 0);
   if (!state.is_main_process()) return 0;
 
   std::ostringstream out;

@@ -149,8 +149,8 @@ Indices epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, std::int64
   return order;
 }
 
-static_assert(std::input_iterator<DataLoaderShard<IndexDataset>::iterator>);
-static_assert(std::sentinel_for<std::default_sentinel_t, DataLoaderShard<IndexDataset>::iterator>);
+static_assert(std::input_iterator<accelerate::DataLoader::iterator>);
+static_assert(std::sentinel_for<std::default_sentinel_t, accelerate::DataLoader::iterator>);
 static_assert(std::ranges::input_range<DataLoaderShard<IndexDataset>&>);
 static_assert(accelerate::MapStyleDataset<IndexDataset>);
 static_assert(!accelerate::MapStyleDataset<int>);

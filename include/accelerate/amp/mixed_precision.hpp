@@ -1,0 +1,30 @@
+// Mixed-precision modes (seeds: Accelerator's mixed_precision, PrecisionType):
+// "no", "fp16", "bf16". Plain data; no LibTorch.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace accelerate {
+
+enum class MixedPrecision {
+  No,    ///< full precision (fp32)
+  FP16,  ///< float16 autocast plus a GradScaler (CUDA only)
+  BF16,  ///< bfloat16 autocast, no scaler (CPU and CUDA)
+};
+
+/// "no", "fp16" or "bf16" (any case, surrounding blanks ignored). Anything
+/// else throws ConfigError naming the value and the accepted ones.
+MixedPrecision parse_mixed_precision(std::string_view text);
+
+/// "no", "fp16" or "bf16".
+std::string_view to_string(MixedPrecision mode) noexcept;
+
+/// Checks that `mode` can run on a device of this type ("cpu", "cuda",
+/// "cuda:1", …). fp16 on the CPU throws ConfigError: LibTorch's CPU autocast
+/// is bfloat16-only in 1.13 and Accelerate does not scale the loss on a CPU
+/// either (it silently trains in fp32; here that silent downgrade is an
+/// error that says to use bf16). Unknown device types throw too.
+void check_mixed_precision_supported(MixedPrecision mode, std::string_view device);
+
+}  // namespace accelerate

@@ -1,0 +1,122 @@
+// DataLoader: what every prepared loader offers the training loop, whatever
+// reads the data (DataLoaderShard: each process its own batches;
+// DataLoaderDispatcher: the main process, scattering slices;
+// StreamDataLoaderShard: each process its slice of a stream). The
+// Accelerator and the checkpoints hold loaders through this interface.
+//
+//   for (const torch::data::Example<>& batch : loader) { ... }
+//
+// One pass at a time: begin() abandons the previous pass and its iterators.
+#pragma once
+
+#include <torch/data/example.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+
+#include "accelerate/data/batch_sampler_shard.hpp"
+#include "accelerate/data/loader_state.hpp"
+
+namespace accelerate {
+
+class DataLoader {
+ public:
+  using Batch = torch::data::Example<>;
+  class iterator;
+
+  virtual ~DataLoader() = default;
+
+  /// Starts a pass (collective for loaders that communicate) and makes its
+  /// first batch current. The pass starts at batch 0 of the epoch, or, right
+  /// after load_state_dict, where the saved run stopped.
+  iterator begin();
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+  /// Moves to `epoch` (changes a shuffled order); the epoch never advances
+  /// by itself. After load_state_dict, setting the loaded epoch keeps the
+  /// resume position. Throws ConfigError for a negative epoch.
+  void set_epoch(std::int64_t epoch);
+  [[nodiscard]] std::int64_t epoch() const noexcept { return position_.epoch; }
+  /// True while the loop holds this process's last batch of the pass: set
+  /// when that batch is handed out, before the loop body runs.
+  [[nodiscard]] bool end_of_dataloader() const noexcept { return end_of_dataloader_; }
+  /// Real samples in the last global batch modulo total_batch_size() (0: it
+  /// was full), for gather_for_metrics; -1 with drop_last or while unknown.
+  [[nodiscard]] virtual std::int64_t remainder() const noexcept = 0;
+  /// Samples per step of all processes together.
+  [[nodiscard]] std::int64_t total_batch_size() const noexcept { return position_.global_batch_size; }
+  /// Samples in the dataset; -1 for a stream.
+  [[nodiscard]] virtual std::int64_t total_dataset_length() const noexcept = 0;
+  /// The resumable position: advanced when a batch is handed out (not when
+  /// a worker prefetches it), so identical on every rank between two steps.
+  [[nodiscard]] const LoaderState& loader_state() const noexcept { return position_; }
+  [[nodiscard]] LoaderState::Dict state_dict() const { return position_.state_dict(); }
+  /// Restores a position saved by state_dict(), possibly on another world
+  /// size with the same global batch size (resume_point's rules); the saved
+  /// seed replaces this loader's. The next pass continues the saved epoch
+  /// with exactly the batches not yet handed out. Throws ConfigError as
+  /// resume_point() does.
+  void load_state_dict(const LoaderState::Dict& dict);
+
+ protected:
+  DataLoader() = default;
+  DataLoader(const DataLoader&) = default;
+  DataLoader& operator=(const DataLoader&) = default;
+  DataLoader(DataLoader&&) = default;
+  DataLoader& operator=(DataLoader&&) = default;
+
+  /// Starts a pass; returns its first batch, or nullptr when it is empty.
+  virtual const Batch* start_pass() = 0;
+  /// Moves to the next batch of the pass; nullptr once the pass is over.
+  virtual const Batch* next_batch() = 0;
+  /// Abandons the current pass (its workers stop).
+  virtual void drop_pass() = 0;
+  /// How this loader shards, for resume_point's checks.
+  [[nodiscard]] virtual BatchSamplerShardOptions shard_options() const = 0;
+
+  /// For start_pass: the batch index the pass starts at (where a loaded
+  /// state stopped, else 0); resets the position and end_of_dataloader.
+  std::int64_t begin_position();
+  /// For the loaders: batch `index` of the pass was handed out; `last`
+  /// marks this process's last batch, which completes the epoch
+  /// (`epoch_batches` global batches, when known).
+  void hand_out(std::int64_t index, bool last, std::int64_t epoch_batches = -1);
+  /// The pass is over after `handed_out` batches.
+  void finish_pass(std::int64_t handed_out);
+
+  LoaderState position_;            ///< set up by the loader's constructor
+  bool end_of_dataloader_ = false;  ///< on this process's last batch of the pass
+
+ private:
+  bool resume_pending_ = false;  // load_state_dict ran; the next pass continues it
+};
+
+/// Input iterator over a pass; compares equal to end() when it is over.
+class DataLoader::iterator {
+ public:
+  using iterator_concept = std::input_iterator_tag;
+  using value_type = Batch;
+  using difference_type = std::ptrdiff_t;
+  using reference = const Batch&;
+
+  iterator() = default;
+  iterator(DataLoader* loader, const Batch* current) noexcept : loader_(loader), current_(current) {}
+
+  reference operator*() const { return *current_; }
+  const Batch* operator->() const { return current_; }
+  iterator& operator++() {
+    current_ = loader_->next_batch();
+    return *this;
+  }
+  void operator++(int) { ++*this; }
+  friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return it.current_ == nullptr; }
+
+ private:
+  DataLoader* loader_ = nullptr;
+  const Batch* current_ = nullptr;
+};
+
+inline DataLoader::iterator DataLoader::begin() { return iterator(this, start_pass()); }
+
+}  // namespace accelerate

@@ -1,0 +1,58 @@
+#include "accelerate/amp/mixed_precision.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate {
+
+namespace {
+
+std::string normalised(std::string_view text) {
+  std::size_t first = 0;
+  std::size_t last = text.size();
+  while (first < last && std::isspace(static_cast<unsigned char>(text[first])) != 0) ++first;
+  while (last > first && std::isspace(static_cast<unsigned char>(text[last - 1])) != 0) --last;
+  std::string result(text.substr(first, last - first));
+  std::transform(result.begin(), result.end(), result.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return result;
+}
+
+}  // namespace
+
+MixedPrecision parse_mixed_precision(std::string_view text) {
+  const std::string value = normalised(text);
+  if (value == "no") return MixedPrecision::No;
+  if (value == "fp16") return MixedPrecision::FP16;
+  if (value == "bf16") return MixedPrecision::BF16;
+  throw ConfigError(detail::where() + " mixed_precision: '" + std::string(text) +
+                    "' is not a mixed-precision mode. Use one of \"no\", \"fp16\", \"bf16\" (fp8 is not "
+                    "supported).");
+}
+
+std::string_view to_string(MixedPrecision mode) noexcept {
+  switch (mode) {
+    case MixedPrecision::No: return "no";
+    case MixedPrecision::FP16: return "fp16";
+    case MixedPrecision::BF16: return "bf16";
+  }
+  return "?";
+}
+
+void check_mixed_precision_supported(MixedPrecision mode, std::string_view device) {
+  const std::string type(device.substr(0, device.find(':')));
+  if (type != "cpu" && type != "cuda") {
+    throw ConfigError(detail::where() + " mixed_precision: device '" + std::string(device) +
+                      "' is neither cpu nor cuda; mixed precision is supported on those two only.");
+  }
+  if (mode == MixedPrecision::FP16 && type == "cpu") {
+    throw ConfigError(detail::where() +
+                      " mixed_precision: \"fp16\" needs a CUDA device, and this process runs on the CPU. Use "
+                      "\"bf16\" (CPU autocast is bfloat16) or \"no\".");
+  }
+}
+
+}  // namespace accelerate

@@ -1,0 +1,53 @@
+#include "accelerate/data/data_loader.hpp"
+
+#include <string>
+
+#include "accelerate/data/collate.hpp"
+
+namespace accelerate {
+
+void DataLoader::set_epoch(std::int64_t epoch) {
+  if (epoch < 0) {
+    detail::loader_error("DataLoader::set_epoch", "the epoch is " + std::to_string(epoch) +
+                                                      ", but epochs count from 0.");
+  }
+  if (resume_pending_ && epoch == position_.epoch) return;
+  drop_pass();
+  resume_pending_ = false;
+  position_.start_epoch(epoch);
+  end_of_dataloader_ = false;
+}
+
+void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
+  const LoaderState saved = LoaderState::from_state_dict(dict);
+  const ResumePoint at = resume_point(saved, total_batch_size(), shard_options(), position_.dataset_size);
+  drop_pass();
+  position_.seed = saved.seed;
+  position_.epoch = at.epoch;
+  position_.samples_consumed = at.batch_index * total_batch_size();
+  resume_pending_ = true;
+  end_of_dataloader_ = false;
+}
+
+std::int64_t DataLoader::begin_position() {
+  const std::int64_t start = resume_pending_ ? position_.batches_consumed() : 0;
+  resume_pending_ = false;
+  position_.samples_consumed = start * total_batch_size();
+  end_of_dataloader_ = false;
+  return start;
+}
+
+void DataLoader::hand_out(std::int64_t index, bool last, std::int64_t epoch_batches) {
+  end_of_dataloader_ = last;
+  // A rank with one batch fewer (even_batches = false) reaches its end a
+  // round early: the epoch is then complete as far as it is concerned.
+  const std::int64_t done = last && epoch_batches >= 0 ? epoch_batches : index + 1;
+  position_.samples_consumed = done * total_batch_size();
+}
+
+void DataLoader::finish_pass(std::int64_t handed_out) {
+  position_.samples_consumed = handed_out * total_batch_size();
+  end_of_dataloader_ = true;
+}
+
+}  // namespace accelerate

@@ -1,0 +1,42 @@
+#include "accelerate/data/data_seed.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate::detail {
+
+std::uint64_t choose_data_seed(const DataLoaderConfiguration& config, bool shuffle, const State* state,
+                               int num_processes, std::string_view component) {
+  if (config.data_seed) return *config.data_seed;
+  if (!shuffle) return 0;
+  if (state == nullptr && num_processes > 1) {
+    throw ConfigError(where() + " " + std::string(component) + ": shuffle without a data_seed on " +
+                      std::to_string(num_processes) +
+                      " processes needs a State to broadcast a drawn seed, but the loader was built from a "
+                      "DataLoaderPlacement. Set DataLoaderConfiguration::data_seed (the same on every rank), or "
+                      "build the loader from a State.");
+  }
+  std::uint64_t seed = 0;
+  if (state == nullptr || state->is_main_process()) {
+    std::random_device device;
+    seed = (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  if (state != nullptr && state->num_processes() > 1) {
+    const int rc = MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, state->world_comm());
+    if (rc != MPI_SUCCESS) {
+      throw MpiError(where() + " " + std::string(component) +
+                         ": broadcasting the data seed from rank 0 failed. Set DataLoaderConfiguration::data_seed "
+                         "to avoid the broadcast.",
+                     rc);
+    }
+  }
+  return seed;
+}
+
+}  // namespace accelerate::detail
