@@ -53,5 +53,12 @@ if(KokkosDebian_FOUND AND NOT TARGET Kokkos::kokkos)
     INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${KOKKOS_INCLUDE_DIR}"
     INTERFACE_INCLUDE_DIRECTORIES "${KOKKOS_INCLUDE_DIR}"
     INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS}")
+elseif(KokkosDebian_FOUND AND _kokkos_config_broken)
+  # The broken config created Kokkos::kokkos with its missing directory:
+  # point that target at what was found instead.
+  set_target_properties(Kokkos::kokkos PROPERTIES
+    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${KOKKOS_INCLUDE_DIR}"
+    INTERFACE_INCLUDE_DIRECTORIES "${KOKKOS_INCLUDE_DIR}"
+    INTERFACE_LINK_LIBRARIES "${KOKKOS_CORE_LIBRARY};${CMAKE_DL_LIBS}")
 endif()
 mark_as_advanced(KOKKOS_INCLUDE_DIR KOKKOS_CORE_LIBRARY)

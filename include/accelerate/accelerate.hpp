@@ -1,6 +1,9 @@
 // Accelerate-HPC public API: include this one header.
 #pragma once
 
+#include "accelerate/amp/autocast.hpp"
+#include "accelerate/amp/grad_scaler.hpp"
+#include "accelerate/amp/mixed_precision.hpp"
 #include "accelerate/comm/backend.hpp"
 #include "accelerate/comm/operations.hpp"
 #include "accelerate/comm/process_group.hpp"
@@ -21,6 +24,8 @@
 #include "accelerate/data/stream_data_loader_shard.hpp"
 #include "accelerate/data/stream_dataset.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/random/rng_state.hpp"
+#include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/build_info.hpp"
 #include "accelerate/runtime/distributed_type.hpp"
@@ -33,3 +38,15 @@
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/training/distributed_data_parallel_kwargs.hpp"
+#include "accelerate/training/distributed_model.hpp"
+
+#if ACCELERATE_HAVE_HDF5
+#include "accelerate/checkpoint/checkpoint_directory.hpp"
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
+#include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/checkpoint/key_report.hpp"
+#include "accelerate/checkpoint/project_configuration.hpp"
+#include "accelerate/checkpoint/safetensors.hpp"
+#endif

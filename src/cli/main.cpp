@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "cli/commands.hpp"
@@ -15,8 +16,9 @@ constexpr std::string_view kUsage =
     "usage: accelerate-hpc <command> [options]\n"
     "\n"
     "commands:\n"
-    "  env     print versions, enabled features and, under mpirun/srun, one line per rank\n"
-    "  help    print this message\n";
+    "  env      print versions, enabled features and, under mpirun/srun, one line per rank\n"
+    "  inspect  <checkpoint>: step, world size, datasets, bytes, and a checksum verification\n"
+    "  help     print this message\n";
 
 }  // namespace
 
@@ -29,6 +31,15 @@ int main(int argc, char** argv) {
   const std::span<const std::string_view> rest(args.data() + 1, args.size() - 1);
   try {
     if (args[0] == "env") return accelerate::cli::run_env(rest);
+    if (args[0] == "inspect") {
+#if ACCELERATE_HAVE_HDF5
+      return accelerate::cli::run_inspect(rest);
+#else
+      std::cerr << "accelerate-hpc inspect: this build has no HDF5 (configure with -DACCELERATE_WITH_HDF5=ON, or "
+                   "spack install accelerate-hpc+hdf5).\n";
+      return 1;
+#endif
+    }
   } catch (const std::exception& error) {
     accelerate::abort_all(error.what());
   }

@@ -3,8 +3,25 @@
 #include <string>
 
 #include "accelerate/data/collate.hpp"
+#include "accelerate/data/rng_synchronizer.hpp"
 
 namespace accelerate {
+
+DataLoader::iterator DataLoader::begin() {
+  if (rng_synchronizer_) rng_synchronizer_->synchronize();
+  return iterator(this, start_pass());
+}
+
+void DataLoader::enable_rng_synchronization(const State* state, const std::vector<std::string>& rng_types,
+                                            std::string_view component) {
+  if (rng_types.empty()) return;
+  if (state == nullptr) {
+    detail::loader_error(component, "rng_types asks for generators to be synchronised across processes, but the "
+                                    "loader was built from a DataLoaderPlacement, without a State to communicate "
+                                    "through. Build the loader from a State, or leave rng_types empty.");
+  }
+  rng_synchronizer_ = std::make_shared<detail::RngSynchronizer>(*state, rng_types, component);
+}
 
 void DataLoader::set_epoch(std::int64_t epoch) {
   if (epoch < 0) {

@@ -4,11 +4,13 @@
 // against an independent model); resume re-reads the consumed rounds; and
 // prepare_data_loader picks the loader Accelerate would.
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/test_helpers.hpp"
@@ -151,6 +153,57 @@ TEST(StreamDataLoaderShard, BadOptionsAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of([&] { StreamDataLoaderShard(Stream(4), state, {.batch_size = 0}); }).find("batch"),
             std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+/// min and max over the ranks of one draw from the global torch generator.
+std::pair<float, float> spread_of_a_draw() {
+  float value = torch::rand({1}).item<float>();
+  float low = value;
+  float high = value;
+  MPI_Allreduce(&value, &low, 1, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&value, &high, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  return {low, high};
+}
+
+TEST(RngTypes, EveryPassStartsWithRankZerosTorchGenerator) {
+  const State state;
+  const int rank = state.process_index();
+  accelerate::DataLoaderShard synced(Table(), state, {.batch_size = 1, .rng_types = {"torch", "generator"}});
+  accelerate::DataLoaderShard plain(Table(), state, {.batch_size = 1});
+  for (int pass = 0; pass < 2; ++pass) {
+    torch::manual_seed(static_cast<std::uint64_t>(100 + rank + pass));  // every rank differs
+    for (const Batch& batch : plain) (void)batch;
+    const auto [low, high] = spread_of_a_draw();
+    if (state.num_processes() > 1) EXPECT_NE(low, high) << "without rng_types the ranks keep their own states";
+    torch::manual_seed(static_cast<std::uint64_t>(200 + rank + pass));
+    auto it = synced.begin();  // synchronises before the first batch
+    const auto [same_low, same_high] = spread_of_a_draw();
+    EXPECT_EQ(same_low, same_high) << "pass " << pass;
+    for (; it != synced.end(); ++it) {
+    }
+  }
+  // The dispatcher and the stream shard synchronise too.
+  torch::manual_seed(static_cast<std::uint64_t>(300 + rank));
+  auto dispatched = accelerate::prepare_data_loader(Stream(4), state, {.batch_size = 1, .rng_types = {"torch"}});
+  (void)dispatched->begin();
+  const auto [d_low, d_high] = spread_of_a_draw();
+  EXPECT_EQ(d_low, d_high);
+}
+
+TEST(RngTypes, AnUnknownGeneratorIsRefusedOnEveryRank) {
+  const State state;
+  const std::string message =
+      error_of([&] { accelerate::DataLoaderShard(Table(), state, {.batch_size = 1, .rng_types = {"xla"}}); });
+  EXPECT_NE(message.find("rng_types"), std::string::npos) << message;
+  EXPECT_NE(message.find("xla"), std::string::npos) << message;
+  const std::string placed = error_of([&] {
+    accelerate::DataLoaderShard(Table(), accelerate::DataLoaderPlacement{}, {.batch_size = 1, .rng_types = {"torch"}});
+  });
+  EXPECT_NE(placed.find("without a State"), std::string::npos) << placed;
 }
 
 }  // namespace

@@ -14,11 +14,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "accelerate/data/batch_sampler_shard.hpp"
 #include "accelerate/data/loader_state.hpp"
 
 namespace accelerate {
+
+class State;
+namespace detail {
+class RngSynchronizer;
+}
 
 class DataLoader {
  public:
@@ -27,8 +36,8 @@ class DataLoader {
 
   virtual ~DataLoader() = default;
 
-  /// Starts a pass (collective for loaders that communicate) and makes its
-  /// first batch current. The pass starts at batch 0 of the epoch, or, right
+  /// Starts a pass (collective for loaders that communicate, and with
+  /// rng_types, which are synchronised first) and makes its first batch current. The pass starts at batch 0 of the epoch, or, right
   /// after load_state_dict, where the saved run stopped.
   iterator begin();
   [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
@@ -85,10 +94,17 @@ class DataLoader {
   /// The pass is over after `handed_out` batches.
   void finish_pass(std::int64_t handed_out);
 
+  /// For loaders built from a State: synchronise options.rng_types at the
+  /// start of every pass (collective now). Without a State, rng_types must
+  /// be empty (ConfigError naming `component`).
+  void enable_rng_synchronization(const State* state, const std::vector<std::string>& rng_types,
+                                  std::string_view component);
+
   LoaderState position_;            ///< set up by the loader's constructor
   bool end_of_dataloader_ = false;  ///< on this process's last batch of the pass
 
  private:
+  std::shared_ptr<detail::RngSynchronizer> rng_synchronizer_;
   bool resume_pending_ = false;  // load_state_dict ran; the next pass continues it
 };
 
@@ -116,7 +132,5 @@ class DataLoader::iterator {
   DataLoader* loader_ = nullptr;
   const Batch* current_ = nullptr;
 };
-
-inline DataLoader::iterator DataLoader::begin() { return iterator(this, start_pass()); }
 
 }  // namespace accelerate

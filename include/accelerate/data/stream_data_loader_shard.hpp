@@ -38,10 +38,15 @@ class StreamDataLoaderShard final : public DataLoader {
                         DataLoaderConfiguration config = {})
       : StreamDataLoaderShard(std::move(dataset),
                               DataLoaderPlacement{state.num_processes(), state.process_index(), state.device()},
-                              std::move(options), config) {}
+                              std::move(options), config, &state) {}
 
   StreamDataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options = {},
                         DataLoaderConfiguration config = {})
+      : StreamDataLoaderShard(std::move(dataset), placement, std::move(options), config, nullptr) {}
+
+ private:
+  StreamDataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options,
+                        DataLoaderConfiguration config, const State* state)
       : dataset_(std::make_shared<Dataset>(std::move(dataset))), options_(std::move(options)), config_(config),
         device_(placement.device),
         sharding_{.batch_size = options_.batch_size,
@@ -68,7 +73,10 @@ class StreamDataLoaderShard final : public DataLoader {
     position_.global_batch_size = probe.total_batch_size();
     position_.world_size = placement.num_processes;
     position_.dataset_size = -1;
+    enable_rng_synchronization(state, options_.rng_types, component);
   }
+
+ public:
 
   [[nodiscard]] std::int64_t remainder() const noexcept override { return options_.drop_last ? -1 : remainder_; }
   [[nodiscard]] std::int64_t total_dataset_length() const noexcept override { return -1; }

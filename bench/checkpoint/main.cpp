@@ -1,0 +1,272 @@
+// bench_checkpoint: one training state (model + Adam-like moments, many
+// tensors) saved and loaded four ways, in one run, at the rank count of the
+// launcher:
+//   ours      CheckpointWriter/Reader into a staged, fsynced, committed directory
+//   torch     torch::save / torch::load of the same tensors by rank 0, + fsync
+//   raw       rank 0 writes the same bytes sequentially with write() + fsync,
+//             and reads them back with read() into the existing tensors
+// Loads are measured warm (page cache) and, when running as root, cold
+// (after `echo 3 > /proc/sys/vm/drop_caches`). Peak extra memory of our save
+// is the rise of the peak RSS (VmHWM, reset through /proc/self/clear_refs)
+// over the RSS before the save, on the rank where it is largest.
+//
+//   mpirun -n 2 bench_checkpoint --dir /scratch/x --size-mib 256 --repeat 3 --json out.json
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "accelerate/checkpoint/checkpoint_directory.hpp"
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
+#include "accelerate/checkpoint/checkpoint_writer.hpp"
+
+namespace ckpt = accelerate::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  fs::path dir = fs::temp_directory_path() / "accelerate_bench_checkpoint";
+  std::int64_t size_mib = 256;
+  int repeat = 3;
+  std::string json;
+  bool two_phase = false;
+};
+
+int rank_ = 0;
+int size_ = 1;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Parameters of 4 MiB and 4 KiB (weights and biases) until a third of the
+// state; exp_avg and exp_avg_sq take the other two thirds.
+std::vector<std::pair<std::string, at::Tensor>> make_state(std::int64_t bytes) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  const std::int64_t per_family = bytes / 3;
+  std::int64_t used = 0;
+  int layer = 0;
+  while (used < per_family) {
+    const std::int64_t weight = std::min<std::int64_t>(1 << 20, (per_family - used) / 4);
+    if (weight <= 0) break;
+    for (const char* family : {"model", "exp_avg", "exp_avg_sq"}) {
+      const std::string prefix = std::string(family) + "/layer" + std::to_string(layer);
+      state.emplace_back(prefix + ".weight", at::rand({weight}, at::kFloat));
+      state.emplace_back(prefix + ".bias", at::rand({1024}, at::kFloat));
+    }
+    used += weight * 4 + 4096;
+    ++layer;
+  }
+  return state;
+}
+
+std::uint64_t state_bytes(const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::uint64_t total = 0;
+  for (const auto& [name, tensor] : state) total += tensor.nbytes();
+  return total;
+}
+
+long status_kib(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(std::strlen(key)));
+  }
+  return 0;
+}
+
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+bool drop_caches() {
+  int ok = 1;
+  if (rank_ == 0) {
+    ::sync();
+    std::ofstream out("/proc/sys/vm/drop_caches");
+    out << "3";
+    out.flush();
+    ok = out.good() ? 1 : 0;
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return ok == 1;
+}
+
+void fsync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fsync(fd);
+  ::close(fd);
+}
+
+double timed(const std::function<void()>& body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = now();
+  body();
+  MPI_Barrier(MPI_COMM_WORLD);
+  double elapsed = now() - start;
+  MPI_Bcast(&elapsed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return elapsed;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  Options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i];
+    const std::string value = argv[i + 1];
+    if (key == "--dir") options.dir = value;
+    else if (key == "--size-mib") options.size_mib = std::stoll(value);
+    else if (key == "--repeat") options.repeat = std::stoi(value);
+    else if (key == "--json") options.json = value;
+    else if (key == "--two-phase") options.two_phase = value == "1";
+  }
+  if (rank_ == 0) {
+    fs::remove_all(options.dir);
+    fs::create_directories(options.dir);
+  }
+  auto state = make_state(options.size_mib << 20);
+  const std::uint64_t bytes = state_bytes(state);
+  const double gb = static_cast<double>(bytes) / 1e9;
+
+  std::vector<double> ours_save, torch_save, raw_write, ours_load, torch_load, raw_read;
+  std::vector<double> ours_load_cold, torch_load_cold, raw_read_cold;
+  long peak_extra_kib = 0;
+  bool cold = false;
+  for (int round = 0; round < options.repeat; ++round) {
+    const fs::path checkpoint = options.dir / ("checkpoint_" + std::to_string(round));
+    const fs::path torch_file = options.dir / ("torch_" + std::to_string(round) + ".pt");
+    const fs::path raw_file = options.dir / ("raw_" + std::to_string(round) + ".bin");
+
+    // --- save ---
+    const long rss_before = status_kib("VmRSS:");
+    reset_peak_rss();
+    ours_save.push_back(timed([&] {
+      ckpt::StagedCheckpoint staged(checkpoint, {});
+      {
+        ckpt::CheckpointWriter writer({.file = staged.file_path(), .two_phase_io = options.two_phase}, {});
+        for (const auto& [name, tensor] : state) writer.write_replicated(name, tensor);
+        writer.close();
+      }
+      staged.commit(true, ckpt::Manifest{.world_size = size_});
+    }));
+    long extra = status_kib("VmHWM:") - rss_before;
+    MPI_Allreduce(MPI_IN_PLACE, &extra, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    peak_extra_kib = std::max(peak_extra_kib, extra);
+
+    torch_save.push_back(timed([&] {
+      if (rank_ != 0) return;
+      std::vector<at::Tensor> tensors;
+      for (const auto& entry : state) tensors.push_back(entry.second);
+      torch::save(tensors, torch_file.string());
+      fsync_file(torch_file);
+    }));
+    raw_write.push_back(timed([&] {
+      if (rank_ != 0) return;
+      const int fd = ::open(raw_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      for (const auto& entry : state) {
+        const char* data = static_cast<const char*>(entry.second.data_ptr());
+        std::size_t left = entry.second.nbytes();
+        while (left > 0) {
+          const ssize_t n = ::write(fd, data, left);
+          if (n <= 0) break;
+          data += n;
+          left -= static_cast<std::size_t>(n);
+        }
+      }
+      ::fsync(fd);
+      ::close(fd);
+    }));
+
+    // --- load (warm, then cold) ---
+    for (const bool drop : {false, true}) {
+      if (drop && !(cold = drop_caches())) break;
+      auto& ours = drop ? ours_load_cold : ours_load;
+      auto& torch_times = drop ? torch_load_cold : torch_load;
+      auto& raw = drop ? raw_read_cold : raw_read;
+      ours.push_back(timed([&] {
+        ckpt::CheckpointReader reader({.file = checkpoint / "state.h5"});
+        for (const auto& [name, tensor] : state) reader.read_replicated_into(name, tensor);
+      }));
+      if (drop) drop_caches();
+      torch_times.push_back(timed([&] {
+        if (rank_ != 0) return;
+        std::vector<at::Tensor> tensors;
+        torch::load(tensors, torch_file.string());
+      }));
+      if (drop) drop_caches();
+      raw.push_back(timed([&] {
+        if (rank_ != 0) return;
+        const int fd = ::open(raw_file.c_str(), O_RDONLY);
+        for (const auto& entry : state) {
+          char* data = static_cast<char*>(entry.second.data_ptr());
+          std::size_t left = entry.second.nbytes();
+          while (left > 0) {
+            const ssize_t n = ::read(fd, data, left);
+            if (n <= 0) break;
+            data += n;
+            left -= static_cast<std::size_t>(n);
+          }
+        }
+        ::close(fd);
+      }));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) {
+      fs::remove_all(checkpoint);
+      fs::remove(torch_file);
+      fs::remove(raw_file);
+    }
+  }
+
+  if (rank_ == 0) {
+    auto bw = [&](const std::vector<double>& t) { return t.empty() ? 0.0 : gb / median(t); };
+    std::printf("checkpoint benchmark: %.0f MiB state (%zu tensors), %d rank(s), median of %d, %s I/O\n",
+                static_cast<double>(bytes) / (1 << 20), state.size(), size_, options.repeat,
+                options.two_phase ? "two-phase collective" : "collective, direct per-rank");
+    std::printf("  %-28s %8s %8s %8s   %s\n", "", "ours", "torch", "raw", "ours/raw  ours/torch");
+    std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "save (with fsync)", bw(ours_save),
+                bw(torch_save), bw(raw_write), bw(ours_save) / bw(raw_write), bw(ours_save) / bw(torch_save));
+    std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "load, warm", bw(ours_load), bw(torch_load),
+                bw(raw_read), bw(ours_load) / bw(raw_read), bw(ours_load) / bw(torch_load));
+    if (cold) {
+      std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "load, cold (caches dropped)",
+                  bw(ours_load_cold), bw(torch_load_cold), bw(raw_read_cold), bw(ours_load_cold) / bw(raw_read_cold),
+                  bw(ours_load_cold) / bw(torch_load_cold));
+    } else {
+      std::printf("  load, cold: not measured (dropping the page cache needs root); warm only\n");
+    }
+    std::printf("  peak extra memory during save: %.1f MiB = %.1f%% of the state\n", peak_extra_kib / 1024.0,
+                100.0 * peak_extra_kib * 1024.0 / static_cast<double>(bytes));
+    if (!options.json.empty()) {
+      std::ofstream out(options.json);
+      out << "{\"bench\":\"checkpoint\",\"state_bytes\":" << bytes << ",\"ranks\":" << size_
+          << ",\"save_gbps\":{\"ours\":" << bw(ours_save) << ",\"torch\":" << bw(torch_save)
+          << ",\"raw\":" << bw(raw_write) << "},\"load_warm_gbps\":{\"ours\":" << bw(ours_load)
+          << ",\"torch\":" << bw(torch_load) << ",\"raw\":" << bw(raw_read) << "},\"load_cold_gbps\":{\"ours\":"
+          << bw(ours_load_cold) << ",\"torch\":" << bw(torch_load_cold) << ",\"raw\":" << bw(raw_read_cold)
+          << "},\"peak_extra_bytes\":" << peak_extra_kib * 1024 << "}\n";
+    }
+    fs::remove_all(options.dir);
+  }
+  MPI_Finalize();
+  return 0;
+}

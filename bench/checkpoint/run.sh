@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the checkpoint benchmark for a 256 MiB and a 1 GiB state at 1, 2 and 4
+# ranks and writes one JSON file per run next to the printed tables.
+# Usage: bench/checkpoint/run.sh <build-dir> [scratch-dir]
+# Cold reads need root (the page cache is dropped between write and read).
+set -euo pipefail
+build=${1:?usage: run.sh <build-dir> [scratch-dir]}
+scratch=${2:-${TMPDIR:-/tmp}/accelerate_bench_checkpoint}
+bin=$build/bench/checkpoint/bench_checkpoint
+[ -x "$bin" ] || cmake --build "$build" --target bench_checkpoint -j2
+mpiexec=${MPIEXEC:-mpirun}
+flags=()
+if [ "$(id -u)" = 0 ] && "$mpiexec" --version 2>&1 | grep -q "Open MPI"; then
+  flags=(--allow-run-as-root --oversubscribe)
+fi
+out=${OUT:-$build/bench/checkpoint}
+for size in 256 1024; do
+  for n in 1 2 4; do
+    "$mpiexec" -n "$n" "${flags[@]}" "$bin" --dir "$scratch" --size-mib "$size" --repeat "${REPEAT:-3}" \
+      --json "$out/checkpoint_${size}MiB_np${n}.json"
+  done
+done

@@ -1,0 +1,149 @@
+// bench_train: samples/s of data-parallel training through DistributedModel
+// ("ours") and of the same per-rank compute with no communication at all
+// ("ceiling"). Started with mpirun; rank 0 prints one JSON object per run.
+// run.sh runs both, plus PyTorch's Python DDP (ddp_peer.py), and reports.
+//
+//   bench_train --workload W1|W2 --mode ours|ceiling [--steps N] [--warmup N]
+//               [--batch 64] [--bucket-cap-mb 25] [--first-bucket-mb 1]
+//               [--bucket-view 0|1] [--progress 0|1]
+#include <ATen/Parallel.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <accelerate/comm/process_group.hpp>
+#include <accelerate/runtime/state.hpp>
+#include <accelerate/training/distributed_model.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "system_info.hpp"
+#include "workloads.hpp"
+
+namespace {
+
+struct Args {
+  std::string workload = "W1";
+  std::string mode = "ours";
+  int steps = 0;  // 0: per-workload default
+  int warmup = 10;
+  int64_t batch = 64;
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  bool bucket_view = true;
+  bool progress = true;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i + 1 < argc; i += 2) kv[argv[i]] = argv[i + 1];
+  auto get = [&](const char* key, auto& out) {
+    auto it = kv.find(key);
+    if (it == kv.end()) return;
+    std::istringstream in(it->second);
+    in >> out;
+  };
+  get("--workload", a.workload);
+  get("--mode", a.mode);
+  get("--steps", a.steps);
+  get("--warmup", a.warmup);
+  get("--batch", a.batch);
+  get("--bucket-cap-mb", a.bucket_cap_mb);
+  get("--first-bucket-mb", a.first_bucket_mb);
+  get("--bucket-view", a.bucket_view);
+  get("--progress", a.progress);
+  if (a.steps == 0) a.steps = a.workload == "W1" ? 200 : 30;
+  return a;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  at::set_num_threads(1);
+  accelerate::State state;
+  auto group = accelerate::ProcessGroup::world(state);
+  const int rank = group->rank();
+  const int ranks = group->size();
+  const auto system = bench::collect_system_info(state.world_comm());
+
+  auto w = bench::make_workload(args.workload, args.batch, 1000 + rank);
+  std::unique_ptr<accelerate::DistributedModel> model;
+  if (args.mode == "ours") {
+    model = std::make_unique<accelerate::DistributedModel>(
+        w.model, *group,
+        accelerate::DistributedDataParallelKwargs{.bucket_cap_mb = args.bucket_cap_mb,
+                                                  .gradient_as_bucket_view = args.bucket_view},
+        accelerate::DistributedModelOptions{.first_bucket_cap_mb = args.first_bucket_mb,
+                                            .progress_in_hooks = args.progress});
+  } else if (args.mode != "ceiling") {
+    if (rank == 0) std::cerr << "bench_train: --mode must be ours or ceiling\n";
+    return 2;
+  }
+  torch::optim::SGD optimizer(w.model->parameters(), 0.01);
+
+  auto step = [&](int i) {
+    const auto k = static_cast<std::size_t>(i) % w.inputs.size();
+    optimizer.zero_grad();
+    if (model) model->prepare_forward();
+    auto loss = torch::nn::functional::cross_entropy(w.forward(w.inputs[k]), w.targets[k]);
+    loss.backward();
+    optimizer.step();
+    return loss;
+  };
+  for (int i = 0; i < args.warmup; ++i) step(i);
+  if (model) model->reset_counters();
+  MPI_Barrier(state.world_comm());
+  const auto start = std::chrono::steady_clock::now();
+  torch::Tensor last;
+  for (int i = 0; i < args.steps; ++i) last = step(i);
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, state.world_comm());
+
+  if (rank == 0) {
+    const double samples = static_cast<double>(args.steps) * static_cast<double>(args.batch) * ranks;
+    std::ostringstream out;
+    out.precision(6);
+    out << "{\"impl\":\"" << args.mode << "\",\"workload\":\"" << args.workload << "\",\"ranks\":" << ranks
+        << ",\"batch_per_rank\":" << args.batch << ",\"steps\":" << args.steps << ",\"seconds\":" << elapsed
+        << ",\"samples_per_s\":" << samples / elapsed << ",\"step_ms\":" << 1e3 * elapsed / args.steps
+        << ",\"final_loss\":" << last.item<double>() << ",\"threads\":" << at::get_num_threads()
+        << ",\"blas\":\"" << json_escape(bench::loaded_blas()) << "\"";
+    if (model) {
+      const auto c = model->counters();
+      out << ",\"bucket_cap_mb\":" << args.bucket_cap_mb << ",\"first_bucket_mb\":" << args.first_bucket_mb
+          << ",\"bucket_view\":" << (args.bucket_view ? "true" : "false")
+          << ",\"progress_in_hooks\":" << (args.progress ? "true" : "false")
+          << ",\"all_reduces_per_step\":" << static_cast<double>(c.all_reduces) / args.steps
+          << ",\"mb_per_step\":" << static_cast<double>(c.bytes_all_reduced) / args.steps / 1e6
+          << ",\"finalize_wait_ms\":" << 1e3 * c.finalize_wait_seconds / args.steps << ",\"buckets\":[";
+      for (std::size_t b = 0; b < c.buckets.size(); ++b) {
+        const auto& k = c.buckets[b];
+        std::string params;
+        for (auto p : k.parameters) params += (params.empty() ? "" : " ") + model->parameter_names()[p];
+        out << (b ? "," : "") << "{\"parameters\":\"" << params << "\",\"mb\":" << k.bytes / 1e6
+            << ",\"launched_in_backward\":" << k.launched_in_backward
+            << ",\"launched_at_finalize\":" << k.launched_at_finalize
+            << ",\"completed_before_wait\":" << k.completed_before_wait << "}";
+      }
+      out << "]";
+    }
+    out << "}";
+    std::cout << out.str() << std::endl;
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+// CheckpointReader: reads a checkpoint file written by CheckpointWriter, on
+// any number of ranks.
+//
+// Every member function is collective over the reader's communicator (HDF5
+// reads metadata once and broadcasts it), so all ranks call the same
+// functions with the same names in the same order.
+//
+// Replicated tensors are global: each rank reads a contiguous share, the
+// shares are checksummed where they were read and exchanged with an
+// all-gather, so every rank ends up with the whole tensor while the file is
+// read only once. Per-rank rows map to ranks by the rule of
+// per_rank_source_row(). Every read is verified against the dataset's
+// CRC-32C; a mismatch throws Hdf5Error naming the file and the dataset, on
+// every rank.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelerate/checkpoint/attribute_value.hpp"
+#include "accelerate/checkpoint/key_report.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace accelerate::checkpoint {
+
+struct ReaderOptions {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  std::filesystem::path file;
+  /// Datasets smaller than this are read whole by every rank (one request,
+  /// no exchange); larger ones are read in shares and all-gathered.
+  std::size_t split_threshold = std::size_t{1} << 20;
+  bool verify_checksums = true;
+};
+
+enum class EntryKind { Replicated, PerRank, PerRankBytes };
+
+struct EntryInfo {
+  TensorSpec spec;  // for per-rank entries: the shape of one row
+  EntryKind kind = EntryKind::Replicated;
+  std::int64_t rows = 0;  // per-rank entries: the writer's world size
+  std::uint32_t crc32c = 0;
+};
+
+/// Root attributes of a checkpoint.
+struct CheckpointHeader {
+  std::string format;
+  std::int64_t format_version = 0;
+  std::string library_version;
+  std::string torch_version;
+  std::int64_t world_size = 0;
+  std::int64_t num_nodes = 0;
+  std::int64_t node_index = 0;
+  std::int64_t step = 0;
+  std::int64_t iteration = 0;
+  std::string mixed_precision;
+  std::string created;
+};
+
+class CheckpointReader {
+ public:
+  /// Opens options.file read-only and indexes its entries. Collective.
+  /// Throws Hdf5Error for a missing or foreign file, ConfigError for a newer format.
+  explicit CheckpointReader(const ReaderOptions& options);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  [[nodiscard]] const CheckpointHeader& header() const noexcept;
+  /// All tensor entries, sorted by name; `group` restricts to that group ("a/b").
+  [[nodiscard]] std::vector<EntryInfo> entries(std::string_view group = {}) const;
+  [[nodiscard]] bool contains(std::string_view name) const;
+  /// Throws ConfigError naming the file when `name` is not an entry.
+  [[nodiscard]] const EntryInfo& entry(std::string_view name) const;
+
+  /// A replicated tensor, allocated on the CPU.
+  at::Tensor read_replicated(std::string_view name);
+  /// Reads a replicated tensor into `destination` (contiguous CPU tensor of
+  /// the stored dtype and shape; other devices are copied through the CPU).
+  void read_replicated_into(std::string_view name, const at::Tensor& destination);
+
+  /// The row this rank reads from per-rank entries saved on `saved_world_size`
+  /// ranks: its own rank when it existed, else rank % saved_world_size.
+  [[nodiscard]] int per_rank_source_row() const;
+  /// Row `row` (default: per_rank_source_row()) of a per-rank entry.
+  at::Tensor read_per_rank(std::string_view name, int row = -1);
+  std::vector<std::byte> read_per_rank_bytes(std::string_view name, int row = -1);
+
+  /// Attribute of a group ("" = root); nullopt when absent.
+  std::optional<AttributeValue> attribute(std::string_view group, std::string_view name);
+
+  /// Reads the replicated entries of `group` into `destinations` (keys are
+  /// names relative to the group). strict: any missing, unexpected or
+  /// mis-shaped key throws ConfigError listing all of them, before anything
+  /// is read. Non-strict: the matching keys are loaded and the rest reported.
+  KeyReport load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations, bool strict);
+
+  [[nodiscard]] const std::filesystem::path& file() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accelerate::checkpoint

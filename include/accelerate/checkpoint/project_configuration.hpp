@@ -1,0 +1,41 @@
+// ProjectConfiguration (Accelerate's dataclass of the same name) and the
+// automatic checkpoint naming scheme <project_dir>/checkpoints/checkpoint_<i>.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace accelerate::checkpoint {
+
+struct ProjectConfiguration {
+  /// Directory for storing data; "" = not set (seeds: None).
+  std::string project_dir;
+  /// Directory for logs of locally-compatible loggers; "" = project_dir.
+  std::string logging_dir;
+  /// Name saves <project_dir>/checkpoints/checkpoint_<iteration>.
+  bool automatic_checkpoint_naming = false;
+  /// Keep at most this many complete checkpoints (nullopt: keep all).
+  std::optional<int> total_limit;
+  /// The current save iteration: the index of the next automatic checkpoint.
+  /// Restored on load, so numbering continues after a restart.
+  std::int64_t iteration = 0;
+  /// Each node writes (and reads) its own copy, for node-local disks.
+  bool save_on_each_node = false;
+
+  /// Sets project_dir and, when it is unset, logging_dir (seeds: set_directories).
+  void set_directories(const std::string& project_dir);
+  /// Throws ConfigError for inconsistent values (naming without project_dir,
+  /// total_limit < 1, iteration < 0).
+  void validate() const;
+};
+
+/// <project_dir>/checkpoints
+std::filesystem::path checkpoints_directory(const ProjectConfiguration& config);
+/// <project_dir>/checkpoints/checkpoint_<iteration>
+std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration);
+/// The index i of a directory named checkpoint_<i>, or nullopt for any other name.
+std::optional<std::int64_t> checkpoint_index(const std::filesystem::path& directory);
+
+}  // namespace accelerate::checkpoint

@@ -1,0 +1,50 @@
+// Model export in Hugging Face's safetensors format (save_model) and loading
+// of exported weights (load_checkpoint_in_model): a single model.safetensors,
+// or shards model-0000i-of-0000n.safetensors plus model.safetensors.index.json.
+// Files are readable by Python's `safetensors` and `transformers`.
+// These functions are local (not collective): call them on the main process.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate/checkpoint/key_report.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace accelerate::checkpoint {
+
+struct SaveModelOptions {
+  /// Largest shard in bytes (Accelerate's default "10GB"); a single tensor
+  /// larger than this gets a shard of its own.
+  std::uint64_t max_shard_size = 10'000'000'000ULL;
+  /// Only safetensors is supported; false throws ConfigError.
+  bool safe_serialization = true;
+};
+
+/// Writes `tensors` (name -> tensor, e.g. a model's named parameters and
+/// buffers) into `directory`; returns the files written (shards first, then
+/// the index when sharded). Tensors are written from their storage (CPU
+/// contiguous tensors are not copied).
+std::vector<std::filesystem::path> save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                                              const std::filesystem::path& directory,
+                                              const SaveModelOptions& options = {});
+
+/// Every tensor of one .safetensors file.
+std::map<std::string, at::Tensor> load_safetensors(const std::filesystem::path& file);
+
+/// Loads weights into `destinations` (name -> existing tensor, copied in
+/// place) from a .safetensors file, an index .json, or a folder holding
+/// either. strict: any missing, unexpected or mis-shaped key throws
+/// ConfigError listing all of them; otherwise matching keys are loaded and
+/// the report returned.
+KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& destinations,
+                                   const std::filesystem::path& checkpoint, bool strict = false);
+
+}  // namespace accelerate::checkpoint

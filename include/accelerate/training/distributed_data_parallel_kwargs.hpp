@@ -1,0 +1,66 @@
+// DistributedDataParallelKwargs: how prepare(model) builds its distributed
+// model (Accelerate's kwargs handler of the same name; same fields, same
+// defaults). A plain struct for designated initialisers:
+//
+//   accelerate::DistributedDataParallelKwargs kwargs{.bucket_cap_mb = 4,
+//                                                    .find_unused_parameters = true};
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace accelerate {
+
+/// Accelerate's DDPCommunicationHookType, limited to what the reducer
+/// implements: gradient compression to a 16-bit type for the wire.
+enum class DDPCommunicationHookType {
+  NO,    ///< all-reduce the gradients in their own dtype
+  FP16,  ///< cast each bucket to float16, all-reduce, cast back
+  BF16,  ///< cast each bucket to bfloat16, all-reduce, cast back
+};
+
+constexpr std::string_view to_string(DDPCommunicationHookType type) {
+  switch (type) {
+    case DDPCommunicationHookType::NO: return "no";
+    case DDPCommunicationHookType::FP16: return "fp16";
+    case DDPCommunicationHookType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+struct DistributedDataParallelKwargs {
+  /// Batch dimension for splitting inputs across devices of one process.
+  /// Each process drives one device here, so inputs are never split; kept for
+  /// source compatibility.
+  int dim = 0;
+  /// Broadcast the module's buffers (batch-norm statistics, …) from rank 0
+  /// at every forward, so all ranks run with rank 0's buffers.
+  bool broadcast_buffers = true;
+  /// Gradient bucket size in MiB. Fractions are accepted (0.25 = 256 KiB);
+  /// 0 puts every parameter in its own bucket.
+  double bucket_cap_mb = 25;
+  /// Parameters that got no gradient in a backward count as zero gradients,
+  /// so their buckets still reduce. Off: a parameter without gradient is an
+  /// error on every rank at the end of that backward.
+  bool find_unused_parameters = false;
+  /// Deprecated in PyTorch; accepted and ignored.
+  bool check_reduction = false;
+  /// Make each parameter's .grad a view into its bucket: saves one copy in
+  /// and one copy out per step, and the bucket memory.
+  bool gradient_as_bucket_view = false;
+  /// The set of parameters used does not change between iterations. The
+  /// buckets are static in any case; accepted for compatibility.
+  bool static_graph = false;
+  /// Gradient compression on the wire.
+  DDPCommunicationHookType comm_hook = DDPCommunicationHookType::NO;
+  /// In Accelerate, compression wrapped around a stateful hook (PowerSGD).
+  /// Here there is no stateful hook: a wrapper alone compresses like
+  /// comm_hook; both set and different is a ConfigError.
+  DDPCommunicationHookType comm_wrapper = DDPCommunicationHookType::NO;
+  /// Options of a stateful hook (PowerSGD's). None is implemented, so this
+  /// must stay empty (ConfigError otherwise).
+  std::map<std::string, std::string> comm_state_option{};
+};
+
+}  // namespace accelerate

@@ -1,0 +1,154 @@
+// DistributedModel: data-parallel training of a LibTorch module (what
+// PyTorch's DistributedDataParallel does for Python modules).
+//
+//   auto net = std::make_shared<Net>();
+//   accelerate::DistributedModel model(net, *group, {.bucket_cap_mb = 4});
+//   auto loss = loss_fn(model.forward<Net>(x), y);   // or net->forward(x)
+//   loss.backward();          // gradients are averaged over the group here
+//   optimizer.step();
+//
+// At construction parameters and buffers are broadcast from rank 0 and the
+// ranks' parameter lists are compared. Gradients are grouped into buckets
+// (reverse registration order, bucket_cap_mb each, the first one smaller);
+// a hook on each parameter's gradient accumulator marks it ready, and the
+// all-reduce of a bucket is posted as soon as its last gradient is ready, so
+// communication overlaps the rest of backward. At the end of backward (an
+// autograd final callback) the reducer waits for every bucket, and the
+// averaged gradients are in .grad when backward() returns.
+// synchronize_gradients() runs the same step explicitly; it is a no-op when
+// nothing is pending, and needed only when this rank's backward reached no
+// parameter at all (see docs/distributed-model.md).
+//
+// Every rank must run the same number of synchronising backward passes.
+// Inside no_sync() (or with require_backward_grad_sync == false) gradients
+// accumulate locally and nothing is communicated; the next synchronising
+// backward reduces the accumulated gradients.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate/training/distributed_data_parallel_kwargs.hpp"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace accelerate {
+
+class ProcessGroup;
+
+namespace detail {
+class GradientReducer;
+}
+
+/// Tuning of the reducer beyond Accelerate's kwargs (defaults are the
+/// measured best on CPU/MPI; see docs/distributed-model.md).
+struct DistributedModelOptions {
+  /// Cap of the first bucket (the last layers, whose gradients are ready
+  /// first) in MiB: small, so communication starts early. Negative: same as
+  /// bucket_cap_mb.
+  double first_bucket_cap_mb = 1.0;
+  /// Test pending all-reduces for completion in every gradient hook, which
+  /// drives MPI's progress while backward runs (MPI has no progress thread).
+  bool progress_in_hooks = true;
+  /// Finish the reduction in an autograd final callback at the end of every
+  /// synchronising backward. Off: only synchronize_gradients() finishes it.
+  bool finalize_at_backward_end = true;
+};
+
+/// Per-bucket counters (cumulative since construction or reset_counters()).
+struct GradientBucketCounters {
+  std::vector<std::size_t> parameters;  ///< indices into parameter_names(), in bucket order
+  int64_t bytes = 0;                    ///< gradient bytes in the bucket (before compression)
+  int64_t launches = 0;                 ///< all-reduces posted
+  int64_t launched_in_backward = 0;     ///< posted from a gradient hook: overlaps backward
+  int64_t launched_at_finalize = 0;     ///< posted when backward had ended (unused params, order)
+  int64_t completed_before_wait = 0;    ///< already complete when the final wait began
+};
+
+struct GradientReducerCounters {
+  int64_t all_reduces = 0;        ///< bucket all-reduces posted (the used-parameter check excluded)
+  int64_t bytes_all_reduced = 0;  ///< bytes put on the wire by those all-reduces
+  int64_t sync_steps = 0;         ///< synchronising backward passes finished
+  int64_t local_steps = 0;        ///< backward passes under no_sync (hooks fired, no communication)
+  int64_t buffer_broadcasts = 0;  ///< buffer broadcasts at forward
+  double finalize_wait_seconds = 0.0;  ///< time spent waiting for buckets after backward
+  std::vector<GradientBucketCounters> buckets;
+};
+
+class DistributedModel {
+ public:
+  /// Collective over `group`. Throws ConfigError (no trainable parameters,
+  /// parameters on several devices, unsupported kwargs) or CollectiveMismatch
+  /// (ranks disagree on the parameter list) on every rank.
+  DistributedModel(std::shared_ptr<torch::nn::Module> module, ProcessGroup& group,
+                   DistributedDataParallelKwargs kwargs = {}, DistributedModelOptions options = {});
+  ~DistributedModel();
+  DistributedModel(const DistributedModel&) = delete;
+  DistributedModel& operator=(const DistributedModel&) = delete;
+
+  /// The user's module (Accelerate's unwrap_model / extract_model_from_parallel).
+  [[nodiscard]] const std::shared_ptr<torch::nn::Module>& module() const noexcept { return module_; }
+  [[nodiscard]] std::shared_ptr<torch::nn::Module> unwrap() const { return module_; }
+
+  /// Calls `Net::forward(args...)` on the wrapped module after
+  /// prepare_forward(). `Net` is the module's concrete type.
+  template <typename Net, typename... Args>
+  decltype(auto) forward(Args&&... args) {
+    prepare_forward();
+    return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+  }
+  /// What forward() does before the module runs: broadcasts buffers
+  /// (broadcast_buffers, synchronising steps only) and arms the reducer.
+  /// Call it when running the module's forward yourself.
+  void prepare_forward();
+
+  /// Waits for the pending bucket all-reduces, averages, writes .grad.
+  /// Idempotent: a no-op when no synchronising backward is pending.
+  void synchronize_gradients();
+
+  /// Whether the next backward reduces gradients (Accelerate's
+  /// model.require_backward_grad_sync, driven by accumulate()).
+  [[nodiscard]] bool require_backward_grad_sync() const noexcept;
+  void set_require_backward_grad_sync(bool value) noexcept;
+
+  /// RAII: no gradient communication while alive (restores the previous setting).
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedModel& model) : model_(&model), previous_(model.require_backward_grad_sync()) {
+      model.set_require_backward_grad_sync(false);
+    }
+    ~NoSyncGuard() {
+      if (model_ != nullptr) model_->set_require_backward_grad_sync(previous_);
+    }
+    NoSyncGuard(NoSyncGuard&& other) noexcept : model_(std::exchange(other.model_, nullptr)), previous_(other.previous_) {}
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+   private:
+    DistributedModel* model_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  [[nodiscard]] const DistributedDataParallelKwargs& kwargs() const noexcept { return kwargs_; }
+  /// Names of the trainable parameters, in registration order.
+  [[nodiscard]] const std::vector<std::string>& parameter_names() const noexcept;
+  /// Parameter indices of each bucket, in launch order.
+  [[nodiscard]] std::vector<std::vector<std::size_t>> bucket_assignment() const;
+  [[nodiscard]] GradientReducerCounters counters() const;
+  void reset_counters();
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  ProcessGroup& group_;
+  DistributedDataParallelKwargs kwargs_;
+  std::unique_ptr<detail::GradientReducer> reducer_;
+};
+
+}  // namespace accelerate

@@ -1,0 +1,302 @@
+#include "accelerate/checkpoint/checkpoint_directory.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/checkpoint/project_configuration.hpp"
+#include "accelerate/error.hpp"
+#include "checkpoint/json.hpp"
+#include "detail/mpi_check.hpp"
+
+namespace accelerate::checkpoint {
+
+namespace fs = std::filesystem;
+using detail::Json;
+
+namespace {
+
+// fsync of a file or directory; "" on success, else the reason.
+std::string sync_path(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "open('" + path.string() + "'): " + std::strerror(errno);
+  std::string problem;
+  if (::fsync(fd) != 0) problem = "fsync('" + path.string() + "'): " + std::strerror(errno);
+  ::close(fd);
+  return problem;
+}
+
+// Throws on every rank when any rank has a non-empty `problem`, with the
+// first failing rank's text. Collective over `comm`.
+void throw_if_any_failed(MPI_Comm comm, const std::string& problem, std::string_view during) {
+  int rank = 0;
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  int first = problem.empty() ? INT_MAX : rank;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == INT_MAX) return;
+  int length = static_cast<int>(problem.size());
+  ACCELERATE_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  std::string text = problem;
+  text.resize(static_cast<std::size_t>(length));
+  ACCELERATE_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
+  throw Error(accelerate::detail::where() + " checkpoint: " + std::string(during) + " failed on rank " +
+              std::to_string(first) + ": " + text);
+}
+
+std::string make_nonce() {
+  std::random_device device;
+  std::mt19937_64 engine((static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+                         static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(engine()));
+  return text;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+// Node index encoded in a state file name, -1 for "state.h5", nullopt otherwise.
+std::optional<int> node_of_state_file(const std::string& name) {
+  if (name == STATE_FILE_NAME) return -1;
+  constexpr std::string_view prefix = "state.node";
+  constexpr std::string_view suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoi(digits);
+}
+
+Json manifest_json(const Manifest& manifest) {
+  Json::Array files;
+  for (const ManifestFile& file : manifest.files) {
+    files.push_back(Json(Json::Object{{"name", Json(file.name)}, {"bytes", Json(static_cast<std::int64_t>(file.bytes))}}));
+  }
+  return Json(Json::Object{
+      {"format", Json(manifest.format)},
+      {"format_version", Json(manifest.format_version)},
+      {"complete", Json(true)},
+      {"step", Json(manifest.step)},
+      {"iteration", Json(manifest.iteration)},
+      {"world_size", Json(manifest.world_size)},
+      {"num_nodes", Json(manifest.num_nodes)},
+      {"save_on_each_node", Json(manifest.save_on_each_node)},
+      {"created", Json(manifest.created)},
+      {"files", Json(std::move(files))},
+  });
+}
+
+}  // namespace
+
+std::string state_file_name(bool save_on_each_node, int node) {
+  if (!save_on_each_node) return std::string(STATE_FILE_NAME);
+  return "state.node" + std::to_string(node) + ".h5";
+}
+
+std::optional<Manifest> read_complete_manifest(const fs::path& directory) {
+  std::ifstream in(directory / MANIFEST_NAME, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    const Json json = Json::parse(buffer.str(), (directory / MANIFEST_NAME).string());
+    Manifest manifest;
+    manifest.format = json.find("format") ? json.find("format")->string() : "";
+    if (manifest.format != FORMAT_NAME) return std::nullopt;
+    if (!json.find("complete") || !json.find("complete")->boolean()) return std::nullopt;
+    manifest.format_version = json.find("format_version")->integer();
+    manifest.step = json.find("step")->integer();
+    manifest.iteration = json.find("iteration")->integer();
+    manifest.world_size = json.find("world_size")->integer();
+    manifest.num_nodes = json.find("num_nodes")->integer();
+    manifest.save_on_each_node = json.find("save_on_each_node")->boolean();
+    manifest.created = json.find("created")->string();
+    for (const Json& file : json.find("files")->array()) {
+      ManifestFile entry{file.find("name")->string(), static_cast<std::uint64_t>(file.find("bytes")->integer())};
+      std::error_code error;
+      const auto size = fs::file_size(directory / entry.name, error);
+      if (error || size != entry.bytes) return std::nullopt;
+      manifest.files.push_back(std::move(entry));
+    }
+    if (manifest.files.empty()) return std::nullopt;
+    return manifest;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a malformed manifest marks an incomplete checkpoint
+  }
+}
+
+std::vector<fs::path> list_checkpoints(const fs::path& root) {
+  std::vector<std::pair<std::int64_t, fs::path>> found;
+  std::error_code error;
+  for (fs::directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    const auto index = checkpoint_index(it->path());
+    if (!index || !it->is_directory()) continue;
+    if (read_complete_manifest(it->path())) found.emplace_back(*index, it->path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> result;
+  for (auto& [index, path] : found) result.push_back(std::move(path));
+  return result;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& root) {
+  std::vector<fs::path> all = list_checkpoints(root);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+std::vector<fs::path> rotate_checkpoints(const fs::path& root, int total_limit, const fs::path& keep) {
+  std::vector<fs::path> removed;
+  if (total_limit < 1) return removed;  // never delete everything
+  std::vector<fs::path> complete = list_checkpoints(root);
+  std::size_t excess = complete.size() > static_cast<std::size_t>(total_limit)
+                           ? complete.size() - static_cast<std::size_t>(total_limit)
+                           : 0;
+  for (std::size_t i = 0; i + 1 < complete.size() && excess > 0; ++i) {  // never the newest
+    const fs::path& candidate = complete[i];
+    std::error_code error;
+    if (fs::equivalent(candidate, keep, error)) continue;
+    // Rename first: the directory leaves the naming scheme atomically, so a
+    // crash during the removal cannot leave a half-deleted "checkpoint_<i>".
+    const fs::path trash = candidate.parent_path() / ("." + candidate.filename().string() + ".trash-" + make_nonce());
+    fs::rename(candidate, trash, error);
+    if (error) continue;
+    fs::remove_all(trash, error);
+    removed.push_back(candidate);
+    --excess;
+  }
+  if (!removed.empty()) sync_path(root, true);
+  return removed;
+}
+
+StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOptions& options)
+    : final_(std::move(final_directory)), options_(options) {
+  int file_rank = 0;
+  int world_rank = 0;
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.file_comm, &file_rank));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.world, &world_rank));
+  leader_ = file_rank == 0;
+  if (final_.filename().empty()) final_ = final_.parent_path();  // "dir/" -> "dir"
+
+  char nonce[17] = {};
+  if (world_rank == 0) make_nonce().copy(nonce, 16);
+  ACCELERATE_MPI_CHECK(MPI_Bcast(nonce, sizeof nonce, MPI_CHAR, 0, options.world));
+  staging_ = final_.parent_path() / ("." + final_.filename().string() + ".tmp-" + nonce);
+
+  std::string problem;
+  if (leader_) {
+    std::error_code error;
+    if (fs::exists(final_, error) && !options.overwrite) {
+      problem = "'" + final_.string() +
+                "' already exists. Choose another directory, pass overwrite, or with automatic naming restore "
+                "ProjectConfiguration::iteration from the latest checkpoint.";
+    } else {
+      if (!final_.parent_path().empty()) fs::create_directories(final_.parent_path(), error);
+      if (!error) fs::create_directory(staging_, error);  // may already exist: nodes sharing a file system
+      if (error) problem = "cannot create '" + staging_.string() + "': " + error.message();
+    }
+  }
+  throw_if_any_failed(options.world, problem, "preparing " + final_.string());
+}
+
+StagedCheckpoint::~StagedCheckpoint() {
+  if (committed_ || !leader_) return;
+  std::error_code ignored;
+  fs::remove_all(staging_, ignored);
+}
+
+fs::path StagedCheckpoint::file_path() const {
+  return staging_ / state_file_name(options_.save_on_each_node, options_.node_index);
+}
+
+void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<int> total_limit) {
+  // Test hook for the crash tests: hold the save between writing the data
+  // and committing it, so that a test can kill a rank exactly there.
+  if (const char* pause = std::getenv("ACCELERATE_TEST_CHECKPOINT_PAUSE"); pause != nullptr && *pause != '\0') {
+    std::cerr << "checkpoint test hook: data written to " << staging_.string() << ", pausing " << pause
+              << " s before commit" << std::endl;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(pause)));
+  }
+  std::string problem = local_ok ? "" : "this rank's part of the save failed (see its error above)";
+  // Every rank flushes the file it wrote to: on parallel file systems a
+  // client's fsync covers only the data that client wrote.
+  if (problem.empty()) problem = sync_path(file_path(), false);
+  throw_if_any_failed(options_.world, problem, "writing " + final_.string());
+
+  // With save_on_each_node on a file system the nodes share, several leaders
+  // see one staging directory: the one with the lowest node index owns it.
+  bool owner = false;
+  std::vector<ManifestFile> files;
+  if (leader_) {
+    int lowest = INT_MAX;
+    std::error_code error;
+    for (fs::directory_iterator it(staging_, error), end; !error && it != end; it.increment(error)) {
+      const std::string name = it->path().filename().string();
+      const auto node = node_of_state_file(name);
+      if (!node) continue;
+      lowest = std::min(lowest, *node);
+      files.push_back(ManifestFile{name, static_cast<std::uint64_t>(fs::file_size(it->path(), error))});
+    }
+    owner = lowest == (options_.save_on_each_node ? options_.node_index : -1);
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  }
+  ACCELERATE_MPI_CHECK(MPI_Barrier(options_.world));  // everyone looked before anyone renames
+
+  problem.clear();
+  if (owner) {
+    manifest.format = std::string(FORMAT_NAME);
+    manifest.format_version = FORMAT_VERSION;
+    manifest.num_nodes = options_.num_nodes;
+    manifest.save_on_each_node = options_.save_on_each_node;
+    manifest.files = files;
+    if (manifest.created.empty()) manifest.created = utc_now();
+    const fs::path manifest_path = staging_ / MANIFEST_NAME;
+    {
+      std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);
+      out << manifest_json(manifest).dump() << "\n";
+      if (!out.flush()) problem = "cannot write '" + manifest_path.string() + "'";
+    }
+    if (problem.empty()) problem = sync_path(manifest_path, false);
+    if (problem.empty()) problem = sync_path(staging_, true);
+    fs::path trash;
+    std::error_code error;
+    if (problem.empty() && fs::exists(final_, error)) {  // overwrite: move the old one aside first
+      trash = final_.parent_path() / ("." + final_.filename().string() + ".old-" + make_nonce());
+      fs::rename(final_, trash, error);
+      if (error) problem = "cannot move '" + final_.string() + "' aside: " + error.message();
+    }
+    if (problem.empty()) {
+      fs::rename(staging_, final_, error);
+      if (error) problem = "cannot rename '" + staging_.string() + "' to '" + final_.string() + "': " + error.message();
+    }
+    if (problem.empty()) problem = sync_path(final_.parent_path().empty() ? fs::path(".") : final_.parent_path(), true);
+    if (!trash.empty()) fs::remove_all(trash, error);
+  }
+  throw_if_any_failed(options_.world, problem, "committing " + final_.string());
+  committed_ = true;
+
+  if (owner && total_limit) rotate_checkpoints(final_.parent_path(), *total_limit, final_);
+  ACCELERATE_MPI_CHECK(MPI_Barrier(options_.world));
+}
+
+}  // namespace accelerate::checkpoint

@@ -1,0 +1,399 @@
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/error.hpp"
+#include "checkpoint/attributes.hpp"
+#include "checkpoint/collective.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/hdf5_types.hpp"
+#include "checkpoint/layout.hpp"
+#include "checkpoint/parallel_file.hpp"
+#include "detail/mpi_check.hpp"
+
+namespace accelerate::checkpoint {
+
+using namespace accelerate::checkpoint::detail;
+
+namespace {
+
+std::string hex(std::uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", value);
+  return text;
+}
+
+template <typename T>
+T attribute_or(const std::optional<AttributeValue>& value, T fallback) {
+  if (value && std::holds_alternative<T>(*value)) return std::get<T>(*value);
+  return fallback;
+}
+
+struct Indexed {
+  EntryInfo info;
+  std::vector<std::int64_t> row_crcs;
+  std::vector<std::int64_t> lengths;  // per-rank bytes
+};
+
+struct VisitContext {
+  std::map<std::string, Indexed>* entries;
+  std::string file;
+  std::string error;
+};
+
+herr_t index_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
+  auto& context = *static_cast<VisitContext*>(data);
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  try {
+    const std::string where = context.file + ":/" + name;
+    Dataset dataset(H5Dopen2(root, name, H5P_DEFAULT), where);
+    Dataspace space(H5Dget_space(dataset.get()), where);
+    const int rank = ACCELERATE_HDF5_CHECK(H5Sget_simple_extent_ndims(space.get()), where);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    ACCELERATE_HDF5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), where);
+    Indexed entry;
+    entry.info.spec.name = name;
+    entry.info.spec.dtype = attribute_or<std::string>(read_attribute(dataset.get(), "dtype", where), "");
+    const std::string kind = attribute_or<std::string>(read_attribute(dataset.get(), "kind", where), "");
+    entry.info.crc32c =
+        static_cast<std::uint32_t>(attribute_or<std::int64_t>(read_attribute(dataset.get(), "crc32c", where), 0));
+    if (entry.info.spec.dtype.empty() || kind.empty()) {
+      context.error = "dataset '/" + std::string(name) + "' lacks the 'dtype' or 'kind' attribute";
+      return -1;
+    }
+    std::vector<std::int64_t> shape(dims.begin(), dims.end());
+    if (kind == "replicated") {
+      entry.info.kind = EntryKind::Replicated;
+    } else {
+      entry.info.kind = kind == "per_rank" ? EntryKind::PerRank : EntryKind::PerRankBytes;
+      entry.info.rows = shape.empty() ? 0 : shape.front();
+      if (!shape.empty()) shape.erase(shape.begin());
+      entry.row_crcs =
+          attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "row_crc32c", where), {});
+      if (entry.info.kind == EntryKind::PerRankBytes) {
+        entry.lengths = attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "lengths", where), {});
+      }
+    }
+    entry.info.spec.shape = std::move(shape);
+    (*context.entries)[name] = std::move(entry);
+  } catch (const std::exception& error) {
+    context.error = error.what();
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+struct CheckpointReader::Impl {
+  ReaderOptions options;
+  int rank = 0;
+  int size = 1;
+  File file;
+  PropertyList transfer;
+  CheckpointHeader header;
+  std::map<std::string, Indexed> entries;
+
+  std::string where(std::string_view name) const { return options.file.string() + ":/" + std::string(name); }
+
+  const Indexed& find(std::string_view name) const {
+    const auto it = entries.find(std::string(name));
+    if (it == entries.end()) {
+      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
+                        "' has no entry '" + std::string(name) +
+                        "'. List its entries with 'h5ls -r " + options.file.string() + "'.");
+    }
+    return it->second;
+  }
+
+  [[noreturn]] void corrupted(std::string_view name, std::uint32_t stored, std::uint32_t computed,
+                              std::string_view detail) const {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + options.file.string() + "', dataset '/" +
+                    std::string(name) + "' is corrupted" + std::string(detail) + ": CRC-32C of the data is " +
+                    hex(computed) + ", the checkpoint recorded " + hex(stored) +
+                    ". Load an older checkpoint (the newest complete one is found by latest_checkpoint()).");
+  }
+
+  // Reads elements [begin, begin + count) of the flattened dataset into `out`.
+  void read_range(std::string_view name, hid_t type, std::int64_t begin, std::int64_t count, void* out,
+                  const std::function<void(hid_t)>& select) {
+    const std::string path(name);
+    Dataset dataset(H5Dopen2(file.get(), path.c_str(), H5P_DEFAULT), where(name));
+    Dataspace file_space(H5Dget_space(dataset.get()), where(name));
+    select(file_space.get());
+    const hsize_t memory_dims[1] = {static_cast<hsize_t>(count > 0 ? count : 1)};
+    Dataspace memory_space(H5Screate_simple(1, memory_dims, nullptr), where(name));
+    if (count <= 0) ACCELERATE_HDF5_CHECK(H5Sselect_none(memory_space.get()), where(name));
+    (void)begin;
+    ACCELERATE_HDF5_CHECK(H5Dread(dataset.get(), type, memory_space.get(), file_space.get(), transfer.get(), out),
+                          where(name));
+  }
+};
+
+CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &s.rank));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &s.size));
+  std::error_code ignored;
+  if (!all_ranks_agree(options.comm, std::filesystem::is_regular_file(options.file, ignored))) {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
+                    "' does not exist on every rank. With save_on_each_node=false the checkpoint directory must "
+                    "be on a file system all ranks share.");
+  }
+  s.file = open_parallel_file(options.comm, options.file);
+  s.transfer = collective_transfer(false);
+  const hid_t root = s.file.get();
+  const std::string where = options.file.string();
+  CheckpointHeader& h = s.header;
+  h.format = attribute_or<std::string>(read_attribute(root, "format", where), "");
+  if (h.format != FORMAT_NAME) {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + where + "' is an HDF5 file but not an " +
+                    std::string(FORMAT_NAME) + " checkpoint (root attribute 'format' is '" + h.format + "').");
+  }
+  h.format_version = attribute_or<std::int64_t>(read_attribute(root, "format_version", where), 0);
+  if (h.format_version > FORMAT_VERSION || h.format_version < 1) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + where + "' has format version " +
+                      std::to_string(h.format_version) + "; this library reads versions 1 to " +
+                      std::to_string(FORMAT_VERSION) + ". Use the Accelerate-HPC version that wrote it or newer.");
+  }
+  h.library_version = attribute_or<std::string>(read_attribute(root, "library_version", where), "");
+  h.torch_version = attribute_or<std::string>(read_attribute(root, "torch_version", where), "");
+  h.world_size = attribute_or<std::int64_t>(read_attribute(root, "world_size", where), 0);
+  h.num_nodes = attribute_or<std::int64_t>(read_attribute(root, "num_nodes", where), 0);
+  h.node_index = attribute_or<std::int64_t>(read_attribute(root, "node_index", where), 0);
+  h.step = attribute_or<std::int64_t>(read_attribute(root, "step", where), 0);
+  h.iteration = attribute_or<std::int64_t>(read_attribute(root, "iteration", where), 0);
+  h.mixed_precision = attribute_or<std::string>(read_attribute(root, "mixed_precision", where), "");
+  h.created = attribute_or<std::string>(read_attribute(root, "created", where), "");
+
+  VisitContext context{&s.entries, where, {}};
+  const herr_t status = H5Ovisit(root, H5_INDEX_NAME, H5_ITER_INC, index_object, &context);
+  if (status < 0) {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where + "': " +
+                    (context.error.empty() ? "H5Ovisit failed" : context.error));
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const CheckpointHeader& CheckpointReader::header() const noexcept { return impl_->header; }
+const std::filesystem::path& CheckpointReader::file() const noexcept { return impl_->options.file; }
+
+std::vector<EntryInfo> CheckpointReader::entries(std::string_view group) const {
+  std::vector<EntryInfo> result;
+  const std::string prefix = group.empty() ? std::string() : std::string(group) + "/";
+  for (const auto& [name, entry] : impl_->entries) {
+    if (name.compare(0, prefix.size(), prefix) == 0) result.push_back(entry.info);
+  }
+  return result;
+}
+
+bool CheckpointReader::contains(std::string_view name) const { return impl_->entries.count(std::string(name)) > 0; }
+
+const EntryInfo& CheckpointReader::entry(std::string_view name) const { return impl_->find(name).info; }
+
+int CheckpointReader::per_rank_source_row() const {
+  const auto saved = static_cast<int>(std::max<std::int64_t>(1, impl_->header.world_size));
+  return impl_->rank < saved ? impl_->rank : impl_->rank % saved;
+}
+
+at::Tensor CheckpointReader::read_replicated(std::string_view name) {
+  const EntryInfo& info = impl_->find(name).info;
+  at::Tensor result =
+      at::empty(info.spec.shape, at::TensorOptions().dtype(dtype_from_name(info.spec.dtype, impl_->where(name))));
+  read_replicated_into(name, result);
+  return result;
+}
+
+void CheckpointReader::read_replicated_into(std::string_view name, const at::Tensor& destination) {
+  Impl& s = *impl_;
+  const Indexed& entry = s.find(name);
+  const EntryInfo& info = entry.info;
+  if (info.kind != EntryKind::Replicated) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
+                      "' is a per-rank entry; read it with read_per_rank().");
+  }
+  const std::string dtype(dtype_name(destination.scalar_type()));
+  const std::vector<std::int64_t> shape(destination.sizes().begin(), destination.sizes().end());
+  if (dtype != info.spec.dtype || shape != info.spec.shape) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) + "' holds " + info.spec.dtype +
+                      " " + shape_to_string(info.spec.shape) + " but the destination is " + dtype + " " +
+                      shape_to_string(shape) + ".");
+  }
+  require_same_on_all_ranks(s.options.comm, "read '" + std::string(name) + "'", "read_replicated");
+  // Read straight into the destination when it is plain CPU memory.
+  const bool direct = destination.device().is_cpu() && destination.is_contiguous();
+  at::Tensor target = direct ? destination : at::empty(info.spec.shape, destination.options().device(at::kCPU));
+  const std::int64_t elements = target.numel();
+  const std::size_t element_size = target.element_size();
+  const std::uint64_t bytes = static_cast<std::uint64_t>(elements) * element_size;
+  Datatype type = hdf5_type_of(target.scalar_type(), s.where(name));
+  std::vector<hsize_t> dims(info.spec.shape.begin(), info.spec.shape.end());
+  auto* base = static_cast<std::byte*>(target.data_ptr());
+
+  if (bytes < s.options.split_threshold || s.size == 1) {
+    if (elements > 0) {
+      s.read_range(name, type.get(), 0, elements, base,
+                   [&](hid_t space) { select_flat_range(space, dims, 0, elements); });
+    }
+    if (s.options.verify_checksums) {
+      const std::uint32_t computed = crc32c(base, bytes);
+      if (computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
+    }
+  } else {
+    const Share share = share_of(elements, element_size, s.rank, s.size);
+    std::byte* mine = base + share.begin * static_cast<std::int64_t>(element_size);
+    const std::uint64_t share_bytes = static_cast<std::uint64_t>(share.count) * element_size;
+    s.read_range(name, type.get(), share.begin, share.count, mine,
+                 [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); });
+    if (s.options.verify_checksums) {
+      const std::uint32_t computed = combine_crc_in_rank_order(s.options.comm, crc32c(mine, share_bytes), share_bytes);
+      if (computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
+    }
+    // Every rank gets the shares the others read.
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(s.size) + 1, 0);
+    for (int r = 0; r < s.size; ++r) {
+      const Share other = share_of(elements, element_size, r, s.size);
+      offsets[static_cast<std::size_t>(r)] = other.begin * static_cast<std::int64_t>(element_size);
+    }
+    offsets.back() = static_cast<std::int64_t>(bytes);
+    if (bytes <= static_cast<std::uint64_t>(INT_MAX)) {
+      std::vector<int> counts(static_cast<std::size_t>(s.size));
+      std::vector<int> displs(static_cast<std::size_t>(s.size));
+      for (int r = 0; r < s.size; ++r) {
+        displs[static_cast<std::size_t>(r)] = static_cast<int>(offsets[static_cast<std::size_t>(r)]);
+        counts[static_cast<std::size_t>(r)] =
+            static_cast<int>(offsets[static_cast<std::size_t>(r) + 1] - offsets[static_cast<std::size_t>(r)]);
+      }
+      ACCELERATE_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, base, counts.data(), displs.data(), MPI_BYTE,
+                                          s.options.comm));
+    } else {
+      constexpr std::int64_t kPiece = std::int64_t{1} << 30;
+      for (int r = 0; r < s.size; ++r) {
+        for (std::int64_t at = offsets[static_cast<std::size_t>(r)]; at < offsets[static_cast<std::size_t>(r) + 1];
+             at += kPiece) {
+          const std::int64_t length = std::min(kPiece, offsets[static_cast<std::size_t>(r) + 1] - at);
+          ACCELERATE_MPI_CHECK(MPI_Bcast(base + at, static_cast<int>(length), MPI_BYTE, r, s.options.comm));
+        }
+      }
+    }
+  }
+  if (!direct) destination.copy_(target);
+}
+
+at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
+  Impl& s = *impl_;
+  const Indexed& entry = s.find(name);
+  if (entry.info.kind != EntryKind::PerRank) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
+                      "' is not a per-rank tensor entry.");
+  }
+  if (row < 0) row = per_rank_source_row();
+  if (row >= entry.info.rows) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
+                      s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
+  }
+  require_same_on_all_ranks(s.options.comm, "read per-rank '" + std::string(name) + "'", "read_per_rank");
+  at::Tensor result = at::empty(entry.info.spec.shape,
+                                at::TensorOptions().dtype(dtype_from_name(entry.info.spec.dtype, s.where(name))));
+  std::vector<hsize_t> dims{static_cast<hsize_t>(entry.info.rows)};
+  dims.insert(dims.end(), entry.info.spec.shape.begin(), entry.info.spec.shape.end());
+  Datatype type = hdf5_type_of(result.scalar_type(), s.where(name));
+  const std::int64_t elements = result.numel();
+  if (elements > 0) {
+    s.read_range(name, type.get(), 0, elements, result.data_ptr(),
+                 [&](hid_t space) { select_row(space, dims, row); });
+  }
+  const auto computed = crc32c(result.data_ptr(), static_cast<std::size_t>(elements) * result.element_size());
+  const auto stored = static_cast<std::uint32_t>(entry.row_crcs.at(static_cast<std::size_t>(row)));
+  const bool ok = !s.options.verify_checksums || computed == stored;
+  if (!all_ranks_agree(s.options.comm, ok)) {
+    if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
+                    std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
+  }
+  return result;
+}
+
+std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view name, int row) {
+  Impl& s = *impl_;
+  const Indexed& entry = s.find(name);
+  if (entry.info.kind != EntryKind::PerRankBytes) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
+                      "' is not a per-rank bytes entry.");
+  }
+  if (row < 0) row = per_rank_source_row();
+  if (row >= entry.info.rows) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
+                      s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
+  }
+  require_same_on_all_ranks(s.options.comm, "read per-rank bytes '" + std::string(name) + "'",
+                            "read_per_rank_bytes");
+  const std::int64_t width = entry.info.spec.shape.empty() ? 0 : entry.info.spec.shape.front();
+  std::vector<std::byte> row_bytes(static_cast<std::size_t>(width));
+  const std::vector<hsize_t> dims{static_cast<hsize_t>(entry.info.rows), static_cast<hsize_t>(width)};
+  Datatype type = hdf5_type_of(c10::ScalarType::Byte, s.where(name));
+  if (width > 0) {
+    s.read_range(name, type.get(), 0, width, row_bytes.data(), [&](hid_t space) { select_row(space, dims, row); });
+  }
+  const auto computed = crc32c(row_bytes.data(), row_bytes.size());
+  const auto stored = static_cast<std::uint32_t>(entry.row_crcs.at(static_cast<std::size_t>(row)));
+  const bool ok = !s.options.verify_checksums || computed == stored;
+  if (!all_ranks_agree(s.options.comm, ok)) {
+    if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
+                    std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
+  }
+  row_bytes.resize(static_cast<std::size_t>(entry.lengths.at(static_cast<std::size_t>(row))));
+  return row_bytes;
+}
+
+std::optional<AttributeValue> CheckpointReader::attribute(std::string_view group, std::string_view name) {
+  Impl& s = *impl_;
+  if (group.empty()) return read_attribute(s.file.get(), name, s.options.file.string());
+  const std::string path(group);
+  if (H5Lexists(s.file.get(), path.c_str(), H5P_DEFAULT) <= 0) return std::nullopt;
+  Object object(H5Oopen(s.file.get(), path.c_str(), H5P_DEFAULT), s.where(group));
+  return read_attribute(object.get(), name, s.where(group));
+}
+
+KeyReport CheckpointReader::load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations,
+                                      bool strict) {
+  Impl& s = *impl_;
+  const std::string prefix = group.empty() ? std::string() : std::string(group) + "/";
+  std::vector<TensorSpec> expected;
+  for (const auto& [name, tensor] : destinations) {
+    expected.push_back(TensorSpec{name, std::string(dtype_name(tensor.scalar_type())),
+                                  std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end())});
+  }
+  std::vector<TensorSpec> found;
+  for (const EntryInfo& info : entries(group)) {
+    if (info.kind != EntryKind::Replicated) continue;
+    TensorSpec spec = info.spec;
+    spec.name = spec.name.substr(prefix.size());
+    found.push_back(std::move(spec));
+  }
+  KeyReport report = compare_keys(expected, found);
+  if (strict && !report.empty()) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.options.file.string() + "' group '" +
+                      std::string(group) + "' does not match the destination (strict loading):\n" +
+                      report.to_string() + "Load with strict=false to load the matching entries only.");
+  }
+  std::set<std::string> skip(report.missing.begin(), report.missing.end());
+  for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);
+  for (const auto& [name, tensor] : destinations) {
+    if (skip.count(name) == 0) read_replicated_into(prefix + name, tensor);
+  }
+  return report;
+}
+
+}  // namespace accelerate::checkpoint

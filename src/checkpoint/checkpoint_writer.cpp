@@ -1,0 +1,263 @@
+#include "accelerate/checkpoint/checkpoint_writer.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+#include <vector>
+
+#include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/config.hpp"
+#include "accelerate/error.hpp"
+#include "accelerate/runtime/availability.hpp"
+#include "checkpoint/attributes.hpp"
+#include "checkpoint/collective.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/hdf5_types.hpp"
+#include "checkpoint/layout.hpp"
+#include "checkpoint/names.hpp"
+#include "checkpoint/parallel_file.hpp"
+#include "detail/mpi_check.hpp"
+
+namespace accelerate::checkpoint {
+
+using namespace accelerate::checkpoint::detail;
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
+  std::string text = std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";
+  for (std::int64_t d = 0; d < tensor.dim(); ++d) text += (d ? "," : "") + std::to_string(tensor.size(d));
+  return text + "]";
+}
+
+// The tensor's bytes as a contiguous CPU tensor: the tensor itself when it
+// already is one (the common case: no copy), otherwise a copy of this tensor only.
+at::Tensor host_contiguous(const at::Tensor& tensor) {
+  at::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(at::kCPU);
+  return host.is_contiguous() ? host : host.contiguous();
+}
+
+}  // namespace
+
+struct CheckpointWriter::Impl {
+  WriterOptions options;
+  int rank = 0;
+  int size = 1;
+  File file;
+  PropertyList transfer;
+  PropertyList link_creation;
+  PropertyList dataset_creation;
+  std::vector<std::uint64_t> assigned_bytes;  // per rank, for whole-dataset owners
+  std::uint64_t written = 0;
+  bool closed = false;
+
+  std::string where(std::string_view name) const { return options.file.string() + ":/" + std::string(name); }
+
+  Dataset create_dataset(std::string_view name, hid_t type, const std::vector<hsize_t>& dims) {
+    Dataspace space(dims.empty() ? H5Screate(H5S_SCALAR)
+                                 : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                    where(name));
+    const std::string path(name);
+    return Dataset(H5Dcreate2(file.get(), path.c_str(), type, space.get(), link_creation.get(),
+                              dataset_creation.get(), H5P_DEFAULT),
+                   where(name));
+  }
+
+  void write_selection(const Dataset& dataset, hid_t type, const std::vector<hsize_t>& dims, const void* data,
+                       std::int64_t count, const auto& select, std::string_view name) {
+    Dataspace file_space(H5Dget_space(dataset.get()), where(name));
+    select(file_space.get());
+    const hsize_t memory_dims[1] = {static_cast<hsize_t>(count > 0 ? count : 1)};
+    Dataspace memory_space(H5Screate_simple(1, memory_dims, nullptr), where(name));
+    if (count <= 0) ACCELERATE_HDF5_CHECK(H5Sselect_none(memory_space.get()), where(name));
+    (void)dims;
+    ACCELERATE_HDF5_CHECK(H5Dwrite(dataset.get(), type, memory_space.get(), file_space.get(), transfer.get(), data),
+                          where(name));
+  }
+
+  void tag(const Dataset& dataset, std::string_view name, c10::ScalarType type, std::string_view kind,
+           std::uint32_t crc) {
+    write_attribute(dataset.get(), "dtype", std::string(dtype_name(type)), where(name));
+    write_attribute(dataset.get(), "kind", std::string(kind), where(name));
+    write_u32_attribute(dataset.get(), "crc32c", crc, where(name));
+  }
+};
+
+CheckpointWriter::CheckpointWriter(const WriterOptions& options, const CheckpointInfo& info)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = options;
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &s.rank));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &s.size));
+  require_same_on_all_ranks(options.comm, options.file.string(), "CheckpointWriter (file name)");
+  s.assigned_bytes.assign(static_cast<std::size_t>(s.size), 0);
+  s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment});
+  s.transfer = collective_transfer(options.two_phase_io);
+  s.link_creation = PropertyList(H5Pcreate(H5P_LINK_CREATE), "link creation list");
+  ACCELERATE_HDF5_CHECK(H5Pset_create_intermediate_group(s.link_creation.get(), 1), "link creation list");
+  s.dataset_creation = PropertyList(H5Pcreate(H5P_DATASET_CREATE), "dataset creation list");
+  // Contiguous layout, allocated at creation (parallel HDF5 requires early
+  // allocation) and never pre-filled: every byte is written exactly once.
+  ACCELERATE_HDF5_CHECK(H5Pset_layout(s.dataset_creation.get(), H5D_CONTIGUOUS), "dataset creation list");
+  ACCELERATE_HDF5_CHECK(H5Pset_fill_time(s.dataset_creation.get(), H5D_FILL_TIME_NEVER), "dataset creation list");
+
+  const hid_t root = s.file.get();
+  const std::string where = options.file.string();
+  write_attribute(root, "format", std::string(FORMAT_NAME), where);
+  write_attribute(root, "format_version", std::int64_t{FORMAT_VERSION}, where);
+  write_attribute(root, "library_version", std::string(config::version), where);
+  write_attribute(root, "torch_version", accelerate::torch_version(), where);
+  write_attribute(root, "hdf5_version", std::string(accelerate::detail::hdf5_runtime_version()), where);
+  write_attribute(root, "world_size", std::int64_t{s.size}, where);
+  write_attribute(root, "num_nodes", std::int64_t{options.num_nodes}, where);
+  write_attribute(root, "node_index", std::int64_t{options.node_index}, where);
+  write_attribute(root, "step", info.step, where);
+  write_attribute(root, "iteration", info.iteration, where);
+  write_attribute(root, "mixed_precision", info.mixed_precision, where);
+  // Every rank must write identical metadata: rank 0's clock decides.
+  std::string created = utc_now();
+  char stamp[32] = {};
+  created.copy(stamp, sizeof stamp - 1);
+  ACCELERATE_MPI_CHECK(MPI_Bcast(stamp, sizeof stamp, MPI_CHAR, 0, options.comm));
+  write_attribute(root, "created", std::string(stamp), where);
+}
+
+CheckpointWriter::~CheckpointWriter() = default;
+
+void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor& tensor) {
+  Impl& s = *impl_;
+  validate_dataset_name(name, s.options.file);
+  require_same_on_all_ranks(s.options.comm, describe("replicated", name, tensor), "write_replicated");
+  const at::Tensor data = host_contiguous(tensor);
+  const std::int64_t elements = data.numel();
+  const std::size_t element_size = data.element_size();
+  const std::uint64_t bytes = static_cast<std::uint64_t>(elements) * element_size;
+  std::vector<hsize_t> dims(data.sizes().begin(), data.sizes().end());
+
+  // Who writes what: large tensors in per-rank shares, small ones whole by
+  // the rank with the fewest bytes so far (the same choice on every rank).
+  Share share;
+  if (bytes >= s.options.split_threshold && s.size > 1) {
+    share = share_of(elements, element_size, s.rank, s.size);
+  } else {
+    const auto owner = static_cast<int>(std::min_element(s.assigned_bytes.begin(), s.assigned_bytes.end()) -
+                                        s.assigned_bytes.begin());
+    s.assigned_bytes[static_cast<std::size_t>(owner)] += bytes;
+    if (owner == s.rank) share = Share{0, elements};
+  }
+  const auto* base = static_cast<const std::byte*>(data.data_ptr()) + share.begin * static_cast<std::int64_t>(element_size);
+  const std::uint64_t share_bytes = static_cast<std::uint64_t>(share.count) * element_size;
+  const std::uint32_t local_crc = crc32c(base, share_bytes);
+
+  Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
+  Dataset dataset = s.create_dataset(name, type.get(), dims);
+  if (elements > 0) {
+    s.write_selection(dataset, type.get(), dims, base, share.count,
+                      [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); }, name);
+  }
+  s.written += share_bytes;
+  const std::uint32_t crc = combine_crc_in_rank_order(s.options.comm, local_crc, share_bytes);
+  s.tag(dataset, name, data.scalar_type(), "replicated", crc);
+  dataset.close(s.where(name));
+}
+
+void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& tensor) {
+  Impl& s = *impl_;
+  validate_dataset_name(name, s.options.file);
+  require_same_on_all_ranks(s.options.comm, describe("per-rank", name, tensor), "write_per_rank");
+  const at::Tensor data = host_contiguous(tensor);
+  const std::int64_t elements = data.numel();
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(elements) * data.element_size();
+  std::vector<hsize_t> dims{static_cast<hsize_t>(s.size)};
+  dims.insert(dims.end(), data.sizes().begin(), data.sizes().end());
+
+  const std::uint32_t row_crc = crc32c(data.data_ptr(), row_bytes);
+  Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
+  Dataset dataset = s.create_dataset(name, type.get(), dims);
+  if (elements > 0) {
+    s.write_selection(dataset, type.get(), dims, data.data_ptr(), elements,
+                      [&](hid_t space) { select_row(space, dims, s.rank); }, name);
+  }
+  s.written += row_bytes;
+  const std::vector<std::int64_t> row_crcs = all_gather(s.options.comm, row_crc);
+  std::uint32_t crc = 0;
+  for (const std::int64_t value : row_crcs) crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), row_bytes);
+  s.tag(dataset, name, data.scalar_type(), "per_rank", crc);
+  write_attribute(dataset.get(), "row_crc32c", row_crcs, s.where(name));
+  dataset.close(s.where(name));
+}
+
+void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<const std::byte> bytes) {
+  Impl& s = *impl_;
+  validate_dataset_name(name, s.options.file);
+  require_same_on_all_ranks(s.options.comm, "per-rank bytes '" + std::string(name) + "'", "write_per_rank_bytes");
+  const std::vector<std::int64_t> lengths = all_gather(s.options.comm, static_cast<std::int64_t>(bytes.size()));
+  const std::int64_t width = *std::max_element(lengths.begin(), lengths.end());
+  // Padded copy of this rank's row: these blobs are small (RNG, loader states).
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(width), 0);
+  std::memcpy(row.data(), bytes.data(), bytes.size());
+  const std::uint32_t row_crc = crc32c(row.data(), row.size());
+  std::vector<hsize_t> dims{static_cast<hsize_t>(s.size), static_cast<hsize_t>(width)};
+  Datatype type = hdf5_type_of(c10::ScalarType::Byte, s.where(name));
+  Dataset dataset = s.create_dataset(name, type.get(), dims);
+  if (width > 0) {
+    s.write_selection(dataset, type.get(), dims, row.data(), width,
+                      [&](hid_t space) { select_row(space, dims, s.rank); }, name);
+  }
+  s.written += row.size();
+  const std::vector<std::int64_t> row_crcs = all_gather(s.options.comm, row_crc);
+  std::uint32_t crc = 0;
+  for (const std::int64_t value : row_crcs) {
+    crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), static_cast<std::uint64_t>(width));
+  }
+  s.tag(dataset, name, c10::ScalarType::Byte, "per_rank_bytes", crc);
+  write_attribute(dataset.get(), "row_crc32c", row_crcs, s.where(name));
+  write_attribute(dataset.get(), "lengths", lengths, s.where(name));
+  dataset.close(s.where(name));
+}
+
+void CheckpointWriter::set_attribute(std::string_view group, std::string_view name, const AttributeValue& value) {
+  Impl& s = *impl_;
+  if (!group.empty()) validate_dataset_name(group, s.options.file);
+  require_same_on_all_ranks(s.options.comm, "attribute '" + std::string(group) + "' '" + std::string(name) + "'",
+                            "set_attribute");
+  const std::string where = s.where(group);
+  if (group.empty()) {
+    write_attribute(s.file.get(), name, value, where);
+    return;
+  }
+  const std::string path(group);
+  Group handle;
+  if (H5Lexists(s.file.get(), path.c_str(), H5P_DEFAULT) > 0) {
+    handle = Group(H5Gopen2(s.file.get(), path.c_str(), H5P_DEFAULT), where);
+  } else {
+    handle = Group(H5Gcreate2(s.file.get(), path.c_str(), s.link_creation.get(), H5P_DEFAULT, H5P_DEFAULT), where);
+  }
+  write_attribute(handle.get(), name, value, where);
+}
+
+void CheckpointWriter::close() {
+  Impl& s = *impl_;
+  if (s.closed) return;
+  s.closed = true;
+  ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
+  s.file.close(s.options.file.string());
+}
+
+std::uint64_t CheckpointWriter::bytes_written_locally() const noexcept { return impl_->written; }
+const std::filesystem::path& CheckpointWriter::file() const noexcept { return impl_->options.file; }
+
+}  // namespace accelerate::checkpoint

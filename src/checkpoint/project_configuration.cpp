@@ -1,0 +1,50 @@
+#include "accelerate/checkpoint/project_configuration.hpp"
+
+#include <charconv>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate::checkpoint {
+
+void ProjectConfiguration::set_directories(const std::string& directory) {
+  project_dir = directory;
+  if (logging_dir.empty()) logging_dir = directory;
+}
+
+void ProjectConfiguration::validate() const {
+  auto fail = [](const std::string& what) {
+    throw ConfigError(accelerate::detail::where() + " ProjectConfiguration: " + what);
+  };
+  if (automatic_checkpoint_naming && project_dir.empty()) {
+    fail("automatic_checkpoint_naming=true needs project_dir (checkpoints go to <project_dir>/checkpoints). "
+         "Set project_dir or call set_directories().");
+  }
+  if (total_limit && *total_limit < 1) {
+    fail("total_limit=" + std::to_string(*total_limit) +
+         " would delete every checkpoint. Use a value >= 1, or leave it unset to keep all.");
+  }
+  if (iteration < 0) fail("iteration=" + std::to_string(iteration) + " is negative.");
+}
+
+std::filesystem::path checkpoints_directory(const ProjectConfiguration& config) {
+  return std::filesystem::path(config.project_dir) / "checkpoints";
+}
+
+std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration) {
+  return checkpoints_directory(config) / ("checkpoint_" + std::to_string(iteration));
+}
+
+std::optional<std::int64_t> checkpoint_index(const std::filesystem::path& directory) {
+  const std::string name = directory.filename().string();
+  constexpr std::string_view prefix = "checkpoint_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  if (*first == '+' || *first == '-' || (*first == '0' && last - first > 1)) return std::nullopt;
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end != last) return std::nullopt;
+  return value;
+}
+
+}  // namespace accelerate::checkpoint

@@ -1,0 +1,241 @@
+#include "accelerate/checkpoint/safetensors.hpp"
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/error.hpp"
+#include "checkpoint/json.hpp"
+
+namespace accelerate::checkpoint {
+
+namespace fs = std::filesystem;
+using detail::Json;
+
+namespace {
+
+struct DtypeCode {
+  at::ScalarType type;
+  const char* code;
+};
+constexpr std::array kCodes{DtypeCode{at::kFloat, "F32"},  DtypeCode{at::kDouble, "F64"}, DtypeCode{at::kHalf, "F16"},
+                            DtypeCode{at::kBFloat16, "BF16"}, DtypeCode{at::kChar, "I8"},  DtypeCode{at::kByte, "U8"},
+                            DtypeCode{at::kShort, "I16"},  DtypeCode{at::kInt, "I32"},    DtypeCode{at::kLong, "I64"},
+                            DtypeCode{at::kBool, "BOOL"}};
+
+[[noreturn]] void fail(const std::string& what) {
+  throw ConfigError(accelerate::detail::where() + " safetensors: " + what);
+}
+
+const char* code_of(at::ScalarType type, const std::string& name) {
+  for (const auto& entry : kCodes) {
+    if (entry.type == type) return entry.code;
+  }
+  fail("tensor '" + name + "' has dtype " + std::string(c10::toString(type)) + ", which safetensors cannot store.");
+}
+
+at::ScalarType type_of(const std::string& code, const fs::path& file) {
+  for (const auto& entry : kCodes) {
+    if (code == entry.code) return entry.type;
+  }
+  fail("'" + file.string() + "' uses dtype " + code + ", which this version cannot read.");
+}
+
+std::string dtype_name_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kBool: return "bool";
+    default: return c10::toString(type);
+  }
+}
+
+at::Tensor host_contiguous(const at::Tensor& tensor) {
+  at::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(at::kCPU);
+  return host.is_contiguous() ? host : host.contiguous();
+}
+
+void write_file(const fs::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                const std::vector<std::size_t>& members) {
+  Json::Object header;
+  header["__metadata__"] = Json(Json::Object{{"format", Json("pt")}});
+  std::int64_t offset = 0;
+  for (const std::size_t i : members) {
+    const auto& [name, tensor] = tensors[i];
+    Json::Array shape;
+    for (const auto size : tensor.sizes()) shape.push_back(Json(static_cast<std::int64_t>(size)));
+    const auto bytes = static_cast<std::int64_t>(tensor.numel() * tensor.element_size());
+    header[name] = Json(Json::Object{{"dtype", Json(code_of(tensor.scalar_type(), name))},
+                                     {"shape", Json(std::move(shape))},
+                                     {"data_offsets", Json(Json::Array{Json(offset), Json(offset + bytes)})}});
+    offset += bytes;
+  }
+  std::string text = Json(std::move(header)).dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  std::uint64_t length = text.size();
+  std::array<char, 8> prefix{};
+  for (int b = 0; b < 8; ++b) prefix[static_cast<std::size_t>(b)] = static_cast<char>((length >> (8 * b)) & 0xFF);
+  out.write(prefix.data(), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const std::size_t i : members) {
+    const at::Tensor data = host_contiguous(tensors[i].second);
+    out.write(static_cast<const char*>(data.data_ptr()), static_cast<std::streamsize>(data.nbytes()));
+  }
+  out.flush();
+  if (!out) fail("cannot write '" + path.string() + "'. Check the directory exists and has space.");
+}
+
+}  // namespace
+
+std::vector<fs::path> save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                                 const fs::path& directory, const SaveModelOptions& options) {
+  if (!options.safe_serialization) {
+    fail("safe_serialization=false (pickled " + std::string(WEIGHTS_NAME) +
+         ") is not supported from C++; use safe_serialization=true.");
+  }
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) {
+    if (!names.insert(name).second) fail("tensor name '" + name + "' appears twice.");
+    code_of(tensor.scalar_type(), name);
+  }
+  fs::create_directories(directory);
+  // Greedy sharding in the given order, as Accelerate's shard_checkpoint does.
+  std::vector<std::vector<std::size_t>> shards(1);
+  std::uint64_t current = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(tensors[i].second.nbytes());
+    if (!shards.back().empty() && current + bytes > options.max_shard_size) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(i);
+    current += bytes;
+  }
+  std::vector<fs::path> written;
+  if (shards.size() == 1) {
+    written.push_back(directory / SAFE_WEIGHTS_NAME);
+    write_file(written.back(), tensors, shards.front());
+    return written;
+  }
+  Json::Object weight_map;
+  std::int64_t total = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    written.push_back(directory / name);
+    write_file(written.back(), tensors, shards[s]);
+    for (const std::size_t i : shards[s]) {
+      weight_map[tensors[i].first] = Json(std::string(name));
+      total += static_cast<std::int64_t>(tensors[i].second.nbytes());
+    }
+  }
+  const Json index(Json::Object{{"metadata", Json(Json::Object{{"total_size", Json(total)}})},
+                                {"weight_map", Json(std::move(weight_map))}});
+  written.push_back(directory / SAFE_WEIGHTS_INDEX_NAME);
+  std::ofstream(written.back()) << index.dump() << "\n";
+  return written;
+}
+
+std::map<std::string, at::Tensor> load_safetensors(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("cannot open '" + file.string() + "'.");
+  std::array<unsigned char, 8> prefix{};
+  in.read(reinterpret_cast<char*>(prefix.data()), 8);
+  std::uint64_t length = 0;
+  for (int b = 7; b >= 0; --b) length = (length << 8) | prefix[static_cast<std::size_t>(b)];
+  const auto file_size = fs::file_size(file);
+  if (!in || length > file_size - 8) fail("'" + file.string() + "' is not a safetensors file (bad header length).");
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  const Json header = Json::parse(text, file.string());
+  const std::uint64_t data_start = 8 + length;
+  std::map<std::string, at::Tensor> result;
+  for (const auto& [name, info] : header.object()) {
+    if (name == "__metadata__") continue;
+    std::vector<std::int64_t> shape;
+    for (const Json& size : info.find("shape")->array()) shape.push_back(size.integer());
+    const auto& offsets = info.find("data_offsets")->array();
+    const std::int64_t begin = offsets.at(0).integer();
+    const std::int64_t end = offsets.at(1).integer();
+    at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(type_of(info.find("dtype")->string(), file)));
+    if (end - begin != static_cast<std::int64_t>(tensor.nbytes()) || data_start + end > file_size) {
+      fail("'" + file.string() + "': tensor '" + name + "' has data offsets that do not match its shape.");
+    }
+    in.seekg(static_cast<std::streamoff>(data_start + begin));
+    in.read(static_cast<char*>(tensor.data_ptr()), end - begin);
+    if (!in) fail("'" + file.string() + "' is truncated (tensor '" + name + "').");
+    result.emplace(name, std::move(tensor));
+  }
+  return result;
+}
+
+KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& destinations, const fs::path& checkpoint,
+                                   bool strict) {
+  std::vector<fs::path> files;
+  fs::path index;
+  if (fs::is_directory(checkpoint)) {
+    if (fs::exists(checkpoint / SAFE_WEIGHTS_NAME)) {
+      files.push_back(checkpoint / SAFE_WEIGHTS_NAME);
+    } else {
+      for (const auto& entry : fs::directory_iterator(checkpoint)) {
+        if (entry.path().string().ends_with(".index.json")) {
+          if (!index.empty()) fail("'" + checkpoint.string() + "' holds more than one .index.json; pass one of them.");
+          index = entry.path();
+        }
+      }
+      if (index.empty()) fail("'" + checkpoint.string() + "' holds neither " + std::string(SAFE_WEIGHTS_NAME) +
+                              " nor an .index.json.");
+    }
+  } else if (checkpoint.string().ends_with(".json")) {
+    index = checkpoint;
+  } else {
+    files.push_back(checkpoint);
+  }
+  if (!index.empty()) {
+    std::ifstream in(index);
+    if (!in) fail("cannot open '" + index.string() + "'.");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::set<std::string> shards;
+    const Json parsed = Json::parse(text, index.string());
+    const Json* weight_map = parsed.find("weight_map");
+    if (weight_map == nullptr) fail("'" + index.string() + "' has no \"weight_map\".");
+    for (const auto& [name, shard] : weight_map->object()) {
+      shards.insert(shard.string());
+    }
+    for (const std::string& shard : shards) files.push_back(index.parent_path() / shard);
+  }
+  std::map<std::string, at::Tensor> loaded;
+  for (const fs::path& file : files) loaded.merge(load_safetensors(file));
+
+  std::vector<TensorSpec> expected;
+  for (const auto& [name, tensor] : destinations) {
+    expected.push_back({name, dtype_name_of(tensor.scalar_type()), tensor.sizes().vec()});
+  }
+  std::vector<TensorSpec> found;
+  for (const auto& [name, tensor] : loaded) found.push_back({name, dtype_name_of(tensor.scalar_type()), tensor.sizes().vec()});
+  KeyReport report = compare_keys(expected, found);
+  if (strict && !report.empty()) {
+    fail("'" + checkpoint.string() + "' does not match the model (strict loading):\n" + report.to_string() +
+         "Load with strict=false to load the matching entries only.");
+  }
+  std::set<std::string> skip(report.missing.begin(), report.missing.end());
+  for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);
+  for (const auto& [name, tensor] : destinations) {
+    if (skip.count(name) == 0) tensor.copy_(loaded.at(name));
+  }
+  return report;
+}
+
+}  // namespace accelerate::checkpoint

@@ -1,0 +1,190 @@
+#include "accelerate/training/distributed_model.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <sstream>
+
+#include "accelerate/comm/process_group.hpp"
+#include "accelerate/error.hpp"
+#include "training/gradient_reducer.hpp"
+
+namespace accelerate {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string describe(const std::string& name, const at::Tensor& t) {
+  std::ostringstream out;
+  out << name << ' ' << c10::toString(t.scalar_type()) << t.sizes();
+  return out.str();
+}
+
+std::optional<c10::ScalarType> wire_dtype(const DistributedDataParallelKwargs& kwargs, std::string& problem) {
+  auto hook = kwargs.comm_hook;
+  if (hook == DDPCommunicationHookType::NO) hook = kwargs.comm_wrapper;
+  if (kwargs.comm_hook != DDPCommunicationHookType::NO && kwargs.comm_wrapper != DDPCommunicationHookType::NO &&
+      kwargs.comm_hook != kwargs.comm_wrapper) {
+    problem = "comm_hook=" + std::string(to_string(kwargs.comm_hook)) + " and comm_wrapper=" +
+              std::string(to_string(kwargs.comm_wrapper)) +
+              " ask for two different compressions; set one of them (the wrapper only matters around a stateful hook, "
+              "which this library does not implement)";
+  }
+  switch (hook) {
+    case DDPCommunicationHookType::FP16: return c10::ScalarType::Half;
+    case DDPCommunicationHookType::BF16: return c10::ScalarType::BFloat16;
+    case DDPCommunicationHookType::NO: break;
+  }
+  return std::nullopt;
+}
+
+// What is wrong with this rank's model or kwargs, or an empty string.
+std::string local_problem(const std::vector<std::string>& names, const std::vector<at::Tensor>& parameters,
+                          const DistributedDataParallelKwargs& kwargs, const DistributedModelOptions& options,
+                          std::string wire_problem) {
+  if (!wire_problem.empty()) return wire_problem;
+  if (!kwargs.comm_state_option.empty()) {
+    return "comm_state_option is set, but no stateful communication hook (PowerSGD) is implemented; leave it empty";
+  }
+  if (!(kwargs.bucket_cap_mb >= 0)) {
+    return "bucket_cap_mb=" + std::to_string(kwargs.bucket_cap_mb) + " must be >= 0 (MiB)";
+  }
+  if (parameters.empty()) {
+    return "the model has no trainable parameters (none with requires_grad); there is nothing to synchronise. Train "
+           "at least one parameter, or do not wrap this module";
+  }
+  for (std::size_t k = 1; k < parameters.size(); ++k) {
+    if (parameters[k].device() != parameters[0].device()) {
+      return "parameter '" + names[k] + "' is on " + parameters[k].device().str() + " but '" + names[0] + "' is on " +
+             parameters[0].device().str() + "; a distributed model drives one device per process. Move the whole "
+             "module with module->to(device) before wrapping it";
+    }
+  }
+  for (std::size_t k = 0; k < parameters.size(); ++k) {
+    if (parameters[k].is_sparse() || !parameters[k].is_floating_point()) {
+      return "parameter '" + names[k] + "' is " + describe(names[k], parameters[k]) +
+             "; only dense floating-point parameters can be trained data-parallel";
+    }
+  }
+  (void)options;
+  return {};
+}
+
+std::vector<std::string> to_strings(const std::vector<c10::IValue>& values) {
+  std::vector<std::string> out;
+  out.reserve(values.size());
+  for (const auto& v : values) out.push_back(v.toStringRef());
+  return out;
+}
+
+}  // namespace
+
+DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, ProcessGroup& group,
+                                   DistributedDataParallelKwargs kwargs, DistributedModelOptions options)
+    : module_(std::move(module)), group_(group), kwargs_(std::move(kwargs)) {
+  if (!module_) throw ConfigError(detail::where() + " DistributedModel: the module pointer is null.");
+  std::vector<std::string> names;
+  std::vector<at::Tensor> parameters;
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    names.push_back(item.key());
+    parameters.push_back(item.value());
+  }
+  std::string wire_problem;
+  const auto wire = wire_dtype(kwargs_, wire_problem);
+
+  // 1. Every rank learns every rank's problems, so all raise together.
+  const std::string problem = local_problem(names, parameters, kwargs_, options, wire_problem);
+  const auto problems = to_strings(group_.all_gather_object(c10::IValue(problem)));
+  for (std::size_t r = 0; r < problems.size(); ++r) {
+    if (!problems[r].empty()) {
+      throw ConfigError(detail::where() + " DistributedModel: on rank " + std::to_string(r) + ": " + problems[r] +
+                        ".");
+    }
+  }
+
+  // 2. The ranks must hold the same parameter list (names, dtypes, shapes):
+  //    buckets and all-reduces are matched by position.
+  std::string signature;
+  for (std::size_t k = 0; k < parameters.size(); ++k) signature += describe(names[k], parameters[k]) + '\n';
+  const auto signatures = to_strings(group_.all_gather_object(c10::IValue(signature)));
+  for (std::size_t r = 1; r < signatures.size(); ++r) {
+    if (signatures[r] == signatures[0]) continue;
+    std::istringstream a(signatures[0]);
+    std::istringstream b(signatures[r]);
+    std::string line_a;
+    std::string line_b;
+    std::size_t index = 0;
+    while (true) {
+      const bool more_a = static_cast<bool>(std::getline(a, line_a));
+      const bool more_b = static_cast<bool>(std::getline(b, line_b));
+      if (!more_a) line_a = "<no parameter>";
+      if (!more_b) line_b = "<no parameter>";
+      if (line_a != line_b || (!more_a && !more_b)) break;
+      ++index;
+    }
+    throw CollectiveMismatch(detail::where() + " DistributedModel: the ranks' models differ at trainable parameter #" +
+                             std::to_string(index) + ": rank 0 has '" + line_a + "', rank " + std::to_string(r) +
+                             " has '" + line_b +
+                             "'. Every rank must build the same architecture (same parameters, dtypes and shapes, "
+                             "registered in the same order) before wrapping it.");
+  }
+
+  // 3. Start from rank 0's parameters and buffers.
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : module_->parameters(/*recurse=*/true)) {
+      at::Tensor alias = p.detach();
+      group_.broadcast(alias, accelerate::BroadcastOptions{});
+    }
+    for (auto& b : module_->buffers(/*recurse=*/true)) {
+      at::Tensor alias = b.detach();
+      group_.broadcast(alias, accelerate::BroadcastOptions{});
+    }
+  }
+
+  detail::GradientReducerConfig config;
+  config.cap_bytes = static_cast<int64_t>(kwargs_.bucket_cap_mb * kMiB);
+  config.first_cap_bytes =
+      options.first_bucket_cap_mb < 0
+          ? config.cap_bytes
+          : std::min(config.cap_bytes, static_cast<int64_t>(options.first_bucket_cap_mb * kMiB));
+  config.find_unused_parameters = kwargs_.find_unused_parameters;
+  config.gradient_as_bucket_view = kwargs_.gradient_as_bucket_view;
+  config.wire_dtype = wire;
+  config.progress_in_hooks = options.progress_in_hooks;
+  config.finalize_at_backward_end = options.finalize_at_backward_end;
+  reducer_ = std::make_unique<detail::GradientReducer>(std::move(parameters), std::move(names), group_, config);
+}
+
+DistributedModel::~DistributedModel() = default;
+
+void DistributedModel::prepare_forward() {
+  if (kwargs_.broadcast_buffers && group_.size() > 1) {
+    at::NoGradGuard no_grad;
+    bool any = false;
+    for (auto& b : module_->buffers(/*recurse=*/true)) {
+      at::Tensor alias = b.detach();
+      group_.broadcast(alias, accelerate::BroadcastOptions{});
+      any = true;
+    }
+    if (any) reducer_->note_buffer_broadcast();
+  }
+  if (at::GradMode::is_enabled()) reducer_->arm();
+}
+
+void DistributedModel::synchronize_gradients() { reducer_->finalize(); }
+
+bool DistributedModel::require_backward_grad_sync() const noexcept { return reducer_->sync_enabled(); }
+
+void DistributedModel::set_require_backward_grad_sync(bool value) noexcept { reducer_->set_sync_enabled(value); }
+
+const std::vector<std::string>& DistributedModel::parameter_names() const noexcept { return reducer_->names(); }
+
+std::vector<std::vector<std::size_t>> DistributedModel::bucket_assignment() const { return reducer_->assignment(); }
+
+GradientReducerCounters DistributedModel::counters() const { return reducer_->counters(); }
+
+void DistributedModel::reset_counters() { reducer_->reset_counters(); }
+
+}  // namespace accelerate

@@ -1,0 +1,163 @@
+// Atomic checkpoint directories at 1, 2 and 4 ranks: staging and commit,
+// automatic naming with total_limit rotation, a failing rank aborting the
+// commit everywhere, refusal to overwrite, and save_on_each_node with
+// emulated nodes (each node writes and reads its own file).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+
+#include "accelerate/checkpoint/checkpoint_directory.hpp"
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
+#include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/checkpoint/project_configuration.hpp"
+#include "accelerate/runtime/state.hpp"
+#include "common/test_helpers.hpp"
+
+namespace ckpt = accelerate::checkpoint;
+namespace fs = std::filesystem;
+using accelerate::testing::error_of;
+using accelerate::testing::world_rank;
+using accelerate::testing::world_size;
+
+namespace {
+
+fs::path shared_directory(const std::string& test) {
+  char name[256] = {};
+  if (world_rank() == 0) {
+    const fs::path dir =
+        fs::temp_directory_path() / ("accelerate_ckpt_commit_" + std::to_string(::getpid()) + "_" + test);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::snprintf(name, sizeof name, "%s", dir.c_str());
+  }
+  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return name;
+}
+
+void cleanup(const fs::path& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove_all(dir);
+}
+
+at::Tensor weights(int iteration) { return at::arange(3000000, at::kFloat).add(iteration); }
+
+void save(const fs::path& final_dir, int iteration, std::optional<int> total_limit, bool ok = true) {
+  ckpt::StagedCheckpoint staged(final_dir, {.world = MPI_COMM_WORLD, .file_comm = MPI_COMM_WORLD});
+  {
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = staged.file_path()}, {.iteration = iteration});
+    writer.write_replicated("pytorch_model/w", weights(iteration));
+    writer.close();
+  }
+  staged.commit(ok, ckpt::Manifest{.step = 10 * iteration, .iteration = iteration, .world_size = world_size()},
+                total_limit);
+}
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(CheckpointCommit, AutomaticNamingWithTotalLimitKeepsTheNewest) {
+  const fs::path project = shared_directory("rotation");
+  ckpt::ProjectConfiguration config{.automatic_checkpoint_naming = true, .total_limit = 2};
+  config.set_directories(project.string());
+  config.validate();
+  for (int i = 0; i < 5; ++i) {
+    save(ckpt::automatic_checkpoint_path(config, config.iteration), static_cast<int>(config.iteration),
+         config.total_limit);
+    ++config.iteration;
+    // After every save the newest complete one is the one just written.
+    EXPECT_EQ(ckpt::latest_checkpoint(ckpt::checkpoints_directory(config)),
+              ckpt::automatic_checkpoint_path(config, config.iteration - 1));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(names_in(ckpt::checkpoints_directory(config)), (std::vector<std::string>{"checkpoint_3", "checkpoint_4"}));
+  const auto manifest = ckpt::read_complete_manifest(ckpt::checkpoints_directory(config) / "checkpoint_4");
+  ASSERT_TRUE(manifest.has_value());
+  EXPECT_EQ(manifest->iteration, 4);
+  EXPECT_EQ(manifest->step, 40);
+  EXPECT_EQ(manifest->world_size, world_size());
+  ASSERT_EQ(manifest->files.size(), 1U);
+  EXPECT_EQ(manifest->files[0].name, "state.h5");
+
+  ckpt::CheckpointReader reader(
+      {.comm = MPI_COMM_WORLD, .file = *ckpt::latest_checkpoint(ckpt::checkpoints_directory(config)) / "state.h5"});
+  EXPECT_EQ(reader.header().iteration, 4);
+  EXPECT_TRUE(at::equal(reader.read_replicated("pytorch_model/w"), weights(4)));
+  cleanup(project);
+}
+
+TEST(CheckpointCommit, ARankThatFailsStopsTheCommitEverywhere) {
+  const fs::path root = shared_directory("failure");
+  save(root / "checkpoint_0", 0, 1);
+  const bool ok = world_rank() != world_size() - 1;
+  const std::string message = error_of<accelerate::Error>([&] { save(root / "checkpoint_1", 1, 1, ok); });
+  EXPECT_NE(message.find("failed on rank " + std::to_string(world_size() - 1)), std::string::npos) << message;
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Nothing of the failed save remains, and rotation (limit 1) did not run.
+  EXPECT_EQ(names_in(root), std::vector<std::string>{"checkpoint_0"});
+  EXPECT_EQ(ckpt::latest_checkpoint(root), root / "checkpoint_0");
+  cleanup(root);
+}
+
+TEST(CheckpointCommit, ExistingDirectoryIsKeptUnlessOverwriting) {
+  const fs::path root = shared_directory("exists");
+  save(root / "checkpoint_0", 0, std::nullopt);
+  const std::string message = error_of<accelerate::Error>([&] { save(root / "checkpoint_0", 1, std::nullopt); });
+  EXPECT_NE(message.find("already exists"), std::string::npos) << message;
+  {
+    ckpt::StagedCheckpoint staged(root / "checkpoint_0",
+                                  {.world = MPI_COMM_WORLD, .file_comm = MPI_COMM_WORLD, .overwrite = true});
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = staged.file_path()}, {.iteration = 7});
+    writer.write_replicated("pytorch_model/w", weights(7));
+    writer.close();
+    staged.commit(true, ckpt::Manifest{.iteration = 7, .world_size = world_size()});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(names_in(root), std::vector<std::string>{"checkpoint_0"});
+  EXPECT_EQ(ckpt::read_complete_manifest(root / "checkpoint_0")->iteration, 7);
+  cleanup(root);
+}
+
+// Every rank is its own (emulated) node: each node's ranks write the node's
+// file, each node reads its own; on this shared file system all files land
+// in one directory, committed once.
+TEST(CheckpointCommit, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
+  const fs::path root = shared_directory("each_node");
+  accelerate::State state({.emulated_ranks_per_node = world_size() >= 4 ? 2 : 1});
+  const int node = state.node_index();
+  {
+    ckpt::StagedCheckpoint staged(root / "checkpoint_0", {.world = state.world_comm(),
+                                                          .file_comm = state.node_comm(),
+                                                          .save_on_each_node = true,
+                                                          .node_index = node,
+                                                          .num_nodes = state.num_nodes()});
+    ckpt::CheckpointWriter writer({.comm = state.node_comm(), .file = staged.file_path(), .num_nodes = state.num_nodes(),
+                                   .node_index = node},
+                                  {});
+    writer.write_replicated("pytorch_model/node_marker", at::full({4}, node, at::kLong));
+    writer.write_per_rank("random_states/local", at::full({2}, state.process_index(), at::kLong));
+    writer.close();
+    staged.commit(true, ckpt::Manifest{.world_size = world_size()});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto manifest = ckpt::read_complete_manifest(root / "checkpoint_0");
+  ASSERT_TRUE(manifest.has_value());
+  EXPECT_EQ(static_cast<int>(manifest->files.size()), state.num_nodes());
+  EXPECT_TRUE(manifest->save_on_each_node);
+
+  ckpt::CheckpointReader reader(
+      {.comm = state.node_comm(), .file = root / "checkpoint_0" / ckpt::state_file_name(true, node)});
+  EXPECT_EQ(reader.header().node_index, node);
+  EXPECT_EQ(reader.header().num_nodes, state.num_nodes());
+  EXPECT_TRUE(at::equal(reader.read_replicated("pytorch_model/node_marker"), at::full({4}, node, at::kLong)));
+  EXPECT_TRUE(at::equal(reader.read_per_rank("random_states/local"), at::full({2}, state.process_index(), at::kLong)));
+  cleanup(root);
+}
+
+}  // namespace

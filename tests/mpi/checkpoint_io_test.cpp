@@ -1,0 +1,308 @@
+// CheckpointWriter/CheckpointReader at 1, 2 and 4 ranks: round trips of
+// every stored dtype and shape, per-rank rows, attributes, resharding onto
+// sub-communicators, corruption detection, key reports, name agreement.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
+#include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/checkpoint/constants.hpp"
+#include "common/test_helpers.hpp"
+
+namespace ckpt = accelerate::checkpoint;
+namespace fs = std::filesystem;
+using accelerate::testing::error_of;
+using accelerate::testing::world_rank;
+using accelerate::testing::world_size;
+
+namespace {
+
+// A directory shared by all ranks, fresh for each test.
+fs::path shared_directory(const std::string& test) {
+  char name[256] = {};
+  if (world_rank() == 0) {
+    const fs::path dir = fs::temp_directory_path() / ("accelerate_ckpt_io_" + std::to_string(::getpid()) + "_" + test);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::snprintf(name, sizeof name, "%s", dir.c_str());
+  }
+  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return name;
+}
+
+void cleanup(const fs::path& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove_all(dir);
+}
+
+// Deterministic content of every dtype (same on every rank for the same seed).
+at::Tensor sample(at::ScalarType type, at::IntArrayRef shape, int seed) {
+  const auto count = c10::multiply_integers(shape);
+  at::Tensor base = at::arange(static_cast<double>(count), at::kDouble).mul(0.37).add(seed).sin().mul(100);
+  if (type == at::kBool) return base.gt(0).reshape(shape);
+  return base.to(type).reshape(shape);
+}
+
+struct Case {
+  std::string name;
+  at::ScalarType type;
+  std::vector<int64_t> shape;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"float_2d", at::kFloat, {7, 5}},
+      {"double_1d", at::kDouble, {13}},
+      {"bf16_3d", at::kBFloat16, {2, 3, 4}},
+      {"half_2d", at::kHalf, {6, 3}},
+      {"int64_1d", at::kLong, {9}},
+      {"bool_2d", at::kBool, {4, 4}},
+      {"int8_1d", at::kChar, {5}},
+      {"int32_1d", at::kInt, {3}},
+      {"uint8_1d", at::kByte, {3}},
+      {"int16_1d", at::kShort, {3}},
+      {"scalar_0d", at::kFloat, {}},
+      {"empty", at::kFloat, {0, 4}},
+      // Above the split threshold: written and read in per-rank shares, with
+      // share boundaries that do not fall on row boundaries.
+      {"large_float", at::kFloat, {1031, 517}},
+      {"large_bf16", at::kBFloat16, {3, 700001}},
+  };
+}
+
+void write_sample_file(MPI_Comm comm, const fs::path& file, int seed) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  ckpt::CheckpointWriter writer({.comm = comm, .file = file}, {.step = 42, .iteration = 3, .mixed_precision = "bf16"});
+  for (const Case& c : cases()) writer.write_replicated("model/" + c.name, sample(c.type, c.shape, seed));
+  // Per-rank: each rank's row differs.
+  writer.write_per_rank("rng/state", sample(at::kLong, {6}, 1000 + rank));
+  writer.write_per_rank("rng/scalar", sample(at::kDouble, {}, 2000 + rank));
+  const std::string blob(static_cast<std::size_t>(3 + 5 * rank), static_cast<char>('a' + rank));
+  writer.write_per_rank_bytes("loader/state", std::as_bytes(std::span(blob.data(), blob.size())));
+  writer.set_attribute("scheduler", "state", std::string(R"({"last_epoch": 7, "lr": [0.1]})"));
+  writer.set_attribute("scheduler", "last_epoch", std::int64_t{7});
+  writer.set_attribute("", "user_flag", true);
+  writer.set_attribute("optimizer/param_groups/0", "lr", 0.001);
+  writer.set_attribute("optimizer/param_groups/0", "betas", std::vector<double>{0.9, 0.999});
+  writer.close();
+}
+
+void expect_replicated_round_trip(MPI_Comm comm, const fs::path& file, int seed) {
+  ckpt::CheckpointReader reader({.comm = comm, .file = file});
+  for (const Case& c : cases()) {
+    const at::Tensor got = reader.read_replicated("model/" + c.name);
+    const at::Tensor want = sample(c.type, c.shape, seed);
+    EXPECT_EQ(got.scalar_type(), c.type) << c.name;
+    EXPECT_EQ(got.sizes(), want.sizes()) << c.name;
+    EXPECT_TRUE(at::equal(got, want)) << c.name;
+  }
+}
+
+TEST(CheckpointIo, RoundTripOfEveryDtypeAndShape) {
+  const fs::path dir = shared_directory("roundtrip");
+  const fs::path file = dir / "state.h5";
+  write_sample_file(MPI_COMM_WORLD, file, 5);
+  expect_replicated_round_trip(MPI_COMM_WORLD, file, 5);
+
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+  const auto& header = reader.header();
+  EXPECT_EQ(header.format, ckpt::FORMAT_NAME);
+  EXPECT_EQ(header.format_version, ckpt::FORMAT_VERSION);
+  EXPECT_EQ(header.world_size, world_size());
+  EXPECT_EQ(header.step, 42);
+  EXPECT_EQ(header.iteration, 3);
+  EXPECT_EQ(header.mixed_precision, "bf16");
+  EXPECT_EQ(header.created.size(), 20U) << header.created;
+
+  // Per-rank rows come back to their owners.
+  const int rank = world_rank();
+  EXPECT_TRUE(at::equal(reader.read_per_rank("rng/state"), sample(at::kLong, {6}, 1000 + rank)));
+  EXPECT_TRUE(at::equal(reader.read_per_rank("rng/scalar"), sample(at::kDouble, {}, 2000 + rank)));
+  const auto blob = reader.read_per_rank_bytes("loader/state");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(blob.data()), blob.size()),
+            std::string(static_cast<std::size_t>(3 + 5 * rank), static_cast<char>('a' + rank)));
+  EXPECT_EQ(reader.entry("rng/state").rows, world_size());
+  EXPECT_EQ(reader.entry("rng/state").spec.shape, (std::vector<int64_t>{6}));
+
+  // Attributes of every kind.
+  EXPECT_EQ(std::get<std::string>(*reader.attribute("scheduler", "state")), R"({"last_epoch": 7, "lr": [0.1]})");
+  EXPECT_EQ(std::get<std::int64_t>(*reader.attribute("scheduler", "last_epoch")), 7);
+  EXPECT_EQ(std::get<bool>(*reader.attribute("", "user_flag")), true);
+  EXPECT_EQ(std::get<double>(*reader.attribute("optimizer/param_groups/0", "lr")), 0.001);
+  EXPECT_EQ(std::get<std::vector<double>>(*reader.attribute("optimizer/param_groups/0", "betas")),
+            (std::vector<double>{0.9, 0.999}));
+  EXPECT_FALSE(reader.attribute("scheduler", "absent").has_value());
+  EXPECT_FALSE(reader.attribute("no/such/group", "x").has_value());
+
+  // Entries listed by group, with dtype names.
+  const auto model = reader.entries("model");
+  EXPECT_EQ(model.size(), cases().size());
+  EXPECT_EQ(reader.entry("model/bf16_3d").spec.dtype, "bfloat16");
+  cleanup(dir);
+}
+
+TEST(CheckpointIo, ReadsIntoExistingTensors) {
+  const fs::path dir = shared_directory("into");
+  write_sample_file(MPI_COMM_WORLD, dir / "state.h5", 9);
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = dir / "state.h5"});
+  at::Tensor target = at::zeros({1031, 517}, at::kFloat);
+  const void* storage = target.data_ptr();
+  reader.read_replicated_into("model/large_float", target);
+  EXPECT_EQ(target.data_ptr(), storage);
+  EXPECT_TRUE(at::equal(target, sample(at::kFloat, {1031, 517}, 9)));
+  // A non-contiguous destination is filled through a copy.
+  at::Tensor transposed = at::zeros({5, 7}, at::kFloat).t();
+  reader.read_replicated_into("model/float_2d", transposed);
+  EXPECT_TRUE(at::equal(transposed, sample(at::kFloat, {7, 5}, 9)));
+  // Wrong shape: a clear error naming the entry.
+  at::Tensor wrong = at::zeros({3}, at::kFloat);
+  const std::string message = error_of([&] { reader.read_replicated_into("model/float_2d", wrong); });
+  EXPECT_NE(message.find("model/float_2d"), std::string::npos) << message;
+  EXPECT_NE(message.find("[7, 5]"), std::string::npos) << message;
+  cleanup(dir);
+}
+
+// Write on the whole world, read on the first half / on rank 0 alone, and
+// write on the first two ranks, read on all (resharding within one job).
+TEST(CheckpointIo, ReshardsOntoOtherRankCounts) {
+  const fs::path dir = shared_directory("reshard");
+  const int rank = world_rank();
+  const int size = world_size();
+  write_sample_file(MPI_COMM_WORLD, dir / "world.h5", 11);
+
+  for (const int readers : {size / 2, 1}) {
+    if (readers < 1) continue;
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < readers ? 0 : MPI_UNDEFINED, rank, &sub);
+    if (sub != MPI_COMM_NULL) {
+      expect_replicated_round_trip(sub, dir / "world.h5", 11);
+      ckpt::CheckpointReader reader({.comm = sub, .file = dir / "world.h5"});
+      EXPECT_EQ(reader.per_rank_source_row(), rank);  // rows of existing ranks go to the same rank
+      EXPECT_TRUE(at::equal(reader.read_per_rank("rng/state"), sample(at::kLong, {6}, 1000 + rank)));
+      // Any row can be read explicitly, e.g. to merge the states of dropped ranks.
+      EXPECT_TRUE(at::equal(reader.read_per_rank("rng/state", size - 1), sample(at::kLong, {6}, 1000 + size - 1)));
+      MPI_Comm_free(&sub);
+    }
+  }
+
+  if (size >= 2) {
+    MPI_Comm writers = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &writers);
+    if (writers != MPI_COMM_NULL) {
+      write_sample_file(writers, dir / "two.h5", 12);
+      MPI_Comm_free(&writers);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_replicated_round_trip(MPI_COMM_WORLD, dir / "two.h5", 12);
+    ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = dir / "two.h5"});
+    EXPECT_EQ(reader.per_rank_source_row(), rank % 2);  // documented rule: rank % saved world size
+    EXPECT_TRUE(at::equal(reader.read_per_rank("rng/state"), sample(at::kLong, {6}, 1000 + rank % 2)));
+  }
+  cleanup(dir);
+}
+
+// Flip bytes inside one dataset of a real file: the read fails on every rank
+// with an error naming the file and the dataset.
+TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
+  const fs::path dir = shared_directory("corrupt");
+  const fs::path file = dir / "state.h5";
+  write_sample_file(MPI_COMM_WORLD, file, 3);
+  if (world_rank() == 0) {
+    haddr_t offset = HADDR_UNDEF;
+    {
+      const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      const hid_t d = H5Dopen2(f, "model/large_float", H5P_DEFAULT);
+      offset = H5Dget_offset(d);
+      H5Dclose(d);
+      H5Fclose(f);
+    }
+    ASSERT_NE(offset, HADDR_UNDEF);
+    std::fstream stream(file, std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(static_cast<std::streamoff>(offset + 123457));
+    const char garbage[3] = {'\x5a', '\x11', '\x7f'};
+    stream.write(garbage, sizeof garbage);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+  // Undamaged datasets still read.
+  EXPECT_TRUE(at::equal(reader.read_replicated("model/float_2d"), sample(at::kFloat, {7, 5}, 3)));
+  const std::string message =
+      error_of<accelerate::Hdf5Error>([&] { (void)reader.read_replicated("model/large_float"); });
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("/model/large_float"), std::string::npos) << message;
+  EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
+  cleanup(dir);
+}
+
+TEST(CheckpointIo, StrictAndNonStrictKeyReports) {
+  const fs::path dir = shared_directory("keys");
+  write_sample_file(MPI_COMM_WORLD, dir / "state.h5", 4);
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = dir / "state.h5"});
+  std::map<std::string, at::Tensor> destination;
+  for (const Case& c : cases()) destination[c.name] = at::zeros(c.shape, at::TensorOptions().dtype(c.type));
+  destination.erase("double_1d");                          // unexpected in the file
+  destination.erase("int8_1d");                            // unexpected in the file
+  destination["extra.weight"] = at::zeros({2}, at::kFloat);  // missing from the file
+  destination["half_2d"] = at::zeros({3, 6}, at::kHalf);     // mis-shaped
+  destination["int64_1d"] = at::zeros({9}, at::kInt);        // wrong dtype
+
+  const std::string message =
+      error_of<accelerate::ConfigError>([&] { reader.load_into("model", destination, /*strict=*/true); });
+  for (const char* key : {"extra.weight", "double_1d", "int8_1d", "half_2d", "int64_1d", "[3, 6]", "[6, 3]"}) {
+    EXPECT_NE(message.find(key), std::string::npos) << key << " not in: " << message;
+  }
+  // Strict failure loads nothing.
+  EXPECT_EQ(destination["float_2d"].abs().sum().item<float>(), 0.0f);
+
+  const ckpt::KeyReport report = reader.load_into("model", destination, /*strict=*/false);
+  EXPECT_EQ(report.missing, std::vector<std::string>{"extra.weight"});
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"double_1d", "int8_1d"}));
+  ASSERT_EQ(report.mismatched.size(), 2U);
+  EXPECT_EQ(report.mismatched[0].name, "half_2d");
+  EXPECT_EQ(report.mismatched[1].name, "int64_1d");
+  EXPECT_TRUE(at::equal(destination["float_2d"], sample(at::kFloat, {7, 5}, 4)));
+  EXPECT_TRUE(at::equal(destination["large_bf16"], sample(at::kBFloat16, {3, 700001}, 4)));
+  EXPECT_EQ(destination["half_2d"].abs().sum().item<float>(), 0.0f);
+  cleanup(dir);
+}
+
+TEST(CheckpointIo, RanksDisagreeingOnEntriesGetOneErrorEach) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  const fs::path dir = shared_directory("mismatch");
+  ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = dir / "state.h5"}, {});
+  const at::Tensor tensor = at::zeros({world_rank() == 1 ? 3 : 2}, at::kFloat);
+  const std::string message =
+      error_of<accelerate::CollectiveMismatch>([&] { writer.write_replicated("model/w", tensor); });
+  EXPECT_NE(message.find("rank 0: replicated 'model/w' float32 [2]"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1: replicated 'model/w' float32 [3]"), std::string::npos) << message;
+  writer.close();
+  cleanup(dir);
+}
+
+TEST(CheckpointIo, RejectsBadNamesAndDtypes) {
+  const fs::path dir = shared_directory("badnames");
+  ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = dir / "state.h5"}, {});
+  const at::Tensor tensor = at::zeros({2}, at::kFloat);
+  for (const char* name : {"", "/abs", "a//b", "a/", "a/../b"}) {
+    const std::string message = error_of([&] { writer.write_replicated(name, tensor); });
+    EXPECT_NE(message.find("entry name"), std::string::npos) << name << ": " << message;
+  }
+  const std::string complex =
+      error_of([&] { writer.write_replicated("z", at::zeros({2}, at::TensorOptions().dtype(at::kComplexFloat))); });
+  EXPECT_NE(complex.find("cannot store"), std::string::npos) << complex;
+  writer.close();
+  const std::string missing = error_of<accelerate::Hdf5Error>(
+      [&] { ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = dir / "absent.h5"}); });
+  EXPECT_NE(missing.find("absent.h5"), std::string::npos) << missing;
+  cleanup(dir);
+}
+
+}  // namespace
