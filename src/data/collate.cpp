@@ -44,7 +44,6 @@ void loader_error(std::string_view component, const std::string& what) {
 
 torch::data::Example<> stack_examples(std::vector<torch::data::Example<>>& examples) {
   if (examples.empty()) loader_error("collate", "a batch needs at least one example.");
-  check_same_layout(examples);
   std::vector<torch::Tensor> data;
   std::vector<torch::Tensor> targets;
   data.reserve(examples.size());
@@ -53,7 +52,18 @@ torch::data::Example<> stack_examples(std::vector<torch::data::Example<>>& examp
     data.push_back(std::move(example.data));
     targets.push_back(std::move(example.target));
   }
-  return {torch::stack(data), torch::stack(targets)};
+  try {
+    return {torch::stack(data), torch::stack(targets)};
+  } catch (const c10::Error&) {
+    // Checked only on failure: comparing every example's shape up front
+    // costs as much as the rest of the loader's per-batch work.
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      examples[i].data = std::move(data[i]);
+      examples[i].target = std::move(targets[i]);
+    }
+    check_same_layout(examples);
+    throw;
+  }
 }
 
 torch::data::Example<> place_batch(torch::data::Example<> batch, const torch::Device& device, bool non_blocking,
