@@ -20,6 +20,7 @@
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/error.hpp"
 #include "checkpoint/json.hpp"
+#include "checkpoint/timestamp.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
@@ -62,15 +63,6 @@ std::string make_nonce() {
                          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(engine()));
-  return text;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
   return text;
 }
 
@@ -269,7 +261,7 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     manifest.num_nodes = options_.num_nodes;
     manifest.save_on_each_node = options_.save_on_each_node;
     manifest.files = files;
-    if (manifest.created.empty()) manifest.created = utc_now();
+    if (manifest.created.empty()) manifest.created = detail::utc_now();
     const fs::path manifest_path = staging_ / MANIFEST_NAME;
     {
       std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);

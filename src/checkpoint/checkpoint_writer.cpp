@@ -3,9 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <ctime>
 #include <numeric>
 #include <vector>
 
@@ -20,6 +18,7 @@
 #include "checkpoint/layout.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/timestamp.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
@@ -27,15 +26,6 @@ namespace accelerate::checkpoint {
 using namespace accelerate::checkpoint::detail;
 
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
-}
 
 std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
   std::string text = std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";

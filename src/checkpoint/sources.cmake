@@ -15,6 +15,7 @@ target_sources(accelerate PRIVATE
   ${_checkpoint_dir}/checkpoint_directory.cpp
   ${_checkpoint_dir}/key_report.cpp
   ${_checkpoint_dir}/safetensors.cpp
+  ${_checkpoint_dir}/timestamp.cpp
 )
 if(ACCELERATE_HAVE_HDF5)
   target_sources(accelerate PRIVATE

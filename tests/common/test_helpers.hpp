@@ -2,7 +2,10 @@
 #pragma once
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "accelerate/error.hpp"
@@ -31,6 +34,27 @@ std::string error_of(Fn&& fn) {
     return error.what();
   }
   return "<no exception>";
+}
+
+/// A fresh directory under the temporary directory, the same on every rank
+/// of MPI_COMM_WORLD (created by rank 0; collective).
+inline std::filesystem::path shared_temp_directory(const std::string& name) {
+  char path[512] = {};
+  if (world_rank() == 0) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("accelerate_" + name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::snprintf(path, sizeof path, "%s", dir.c_str());
+  }
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+/// Removes a shared_temp_directory once every rank is done with it (collective).
+inline void remove_shared_directory(const std::filesystem::path& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace accelerate::testing

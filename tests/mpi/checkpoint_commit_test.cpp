@@ -24,23 +24,12 @@ using accelerate::testing::world_size;
 
 namespace {
 
+// A directory shared by all ranks, fresh for each test.
 fs::path shared_directory(const std::string& test) {
-  char name[256] = {};
-  if (world_rank() == 0) {
-    const fs::path dir =
-        fs::temp_directory_path() / ("accelerate_ckpt_commit_" + std::to_string(::getpid()) + "_" + test);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    std::snprintf(name, sizeof name, "%s", dir.c_str());
-  }
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return name;
+  return accelerate::testing::shared_temp_directory("ckpt_commit_" + test);
 }
 
-void cleanup(const fs::path& dir) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) fs::remove_all(dir);
-}
+void cleanup(const fs::path& dir) { accelerate::testing::remove_shared_directory(dir); }
 
 at::Tensor weights(int iteration) { return at::arange(3000000, at::kFloat).add(iteration); }
 
