@@ -6,6 +6,10 @@
 //   torch     torch::save / torch::load of the same tensors by rank 0, + fsync
 //   raw       rank 0 writes the same bytes sequentially with write() + fsync,
 //             and reads them back with read() into the existing tensors
+//   raw, every rank
+//             (load only) every rank reads that file whole with read() at
+//             once: the least any load that leaves the whole state on every
+//             rank of one host can cost
 // Loads are measured warm (page cache) and, when running as root, cold
 // (after `echo 3 > /proc/sys/vm/drop_caches`). Peak extra memory of our save
 // is the rise of the peak RSS (VmHWM, reset through /proc/self/clear_refs)
@@ -159,7 +163,9 @@ int main(int argc, char** argv) {
 
   std::vector<double> ours_save, torch_save, raw_write, ours_load, torch_load, raw_read;
   std::vector<double> ours_load_cold, torch_load_cold, raw_read_cold;
+  std::vector<double> every_read, every_read_cold;
   long peak_extra_kib = 0;
+  int read_threads = 1;
   bool cold = false;
   for (int round = 0; round < options.repeat; ++round) {
     const fs::path checkpoint = options.dir / ("checkpoint_" + std::to_string(round));
@@ -212,8 +218,10 @@ int main(int argc, char** argv) {
       auto& ours = drop ? ours_load_cold : ours_load;
       auto& torch_times = drop ? torch_load_cold : torch_load;
       auto& raw = drop ? raw_read_cold : raw_read;
+      auto& every = drop ? every_read_cold : every_read;
       ours.push_back(timed([&] {
         ckpt::CheckpointReader reader({.file = checkpoint / "state.h5"});
+        read_threads = reader.read_threads();
         for (const auto& [group, tensors] : groups) reader.load_into(group, tensors, /*strict=*/true);
       }));
       if (drop) drop_caches();
@@ -223,8 +231,7 @@ int main(int argc, char** argv) {
         torch::load(tensors, torch_file.string());
       }));
       if (drop) drop_caches();
-      raw.push_back(timed([&] {
-        if (rank_ != 0) return;
+      auto read_raw_file = [&] {
         const int fd = ::open(raw_file.c_str(), O_RDONLY);
         for (const auto& entry : state) {
           char* data = static_cast<char*>(entry.second.data_ptr());
@@ -237,7 +244,12 @@ int main(int argc, char** argv) {
           }
         }
         ::close(fd);
+      };
+      raw.push_back(timed([&] {
+        if (rank_ == 0) read_raw_file();
       }));
+      if (drop) drop_caches();
+      every.push_back(timed(read_raw_file));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank_ == 0) {
@@ -252,18 +264,20 @@ int main(int argc, char** argv) {
     std::printf("checkpoint benchmark: %.0f MiB state (%zu tensors), %d rank(s), median of %d, %s I/O\n",
                 static_cast<double>(bytes) / (1 << 20), state.size(), size_, options.repeat,
                 options.two_phase ? "two-phase collective" : "collective, direct per-rank");
-    std::printf("  %-28s %8s %8s %8s   %s\n", "", "ours", "torch", "raw", "ours/raw  ours/torch");
+    std::printf("  %-28s %8s %8s %8s   %s\n", "", "ours", "torch", "raw", "ours/raw  ours/torch  [raw, every rank]");
     std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "save (with fsync)", bw(ours_save),
                 bw(torch_save), bw(raw_write), bw(ours_save) / bw(raw_write), bw(ours_save) / bw(torch_save));
-    std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "load, warm", bw(ours_load), bw(torch_load),
-                bw(raw_read), bw(ours_load) / bw(raw_read), bw(ours_load) / bw(torch_load));
+    std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s  [%.2f]\n", "load, warm", bw(ours_load),
+                bw(torch_load), bw(raw_read), bw(ours_load) / bw(raw_read), bw(ours_load) / bw(torch_load),
+                bw(every_read));
     if (cold) {
-      std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s\n", "load, cold (caches dropped)",
+      std::printf("  %-28s %8.2f %8.2f %8.2f   %6.2f   %6.2f   GB/s  [%.2f]\n", "load, cold (caches dropped)",
                   bw(ours_load_cold), bw(torch_load_cold), bw(raw_read_cold), bw(ours_load_cold) / bw(raw_read_cold),
-                  bw(ours_load_cold) / bw(torch_load_cold));
+                  bw(ours_load_cold) / bw(torch_load_cold), bw(every_read_cold));
     } else {
       std::printf("  load, cold: not measured (dropping the page cache needs root); warm only\n");
     }
+    std::printf("  reading threads per rank: %d (the cores the rank may run on)\n", read_threads);
     std::printf("  peak extra memory during save: %.1f MiB = %.1f%% of the state\n", peak_extra_kib / 1024.0,
                 100.0 * peak_extra_kib * 1024.0 / static_cast<double>(bytes));
     if (!options.json.empty()) {
@@ -271,9 +285,10 @@ int main(int argc, char** argv) {
       out << "{\"bench\":\"checkpoint\",\"state_bytes\":" << bytes << ",\"ranks\":" << size_
           << ",\"save_gbps\":{\"ours\":" << bw(ours_save) << ",\"torch\":" << bw(torch_save)
           << ",\"raw\":" << bw(raw_write) << "},\"load_warm_gbps\":{\"ours\":" << bw(ours_load)
-          << ",\"torch\":" << bw(torch_load) << ",\"raw\":" << bw(raw_read) << "},\"load_cold_gbps\":{\"ours\":"
-          << bw(ours_load_cold) << ",\"torch\":" << bw(torch_load_cold) << ",\"raw\":" << bw(raw_read_cold)
-          << "},\"peak_extra_bytes\":" << peak_extra_kib * 1024 << "}\n";
+          << ",\"torch\":" << bw(torch_load) << ",\"raw\":" << bw(raw_read) << ",\"raw_every_rank\":" << bw(every_read)
+          << "},\"load_cold_gbps\":{\"ours\":" << bw(ours_load_cold) << ",\"torch\":" << bw(torch_load_cold)
+          << ",\"raw\":" << bw(raw_read_cold) << ",\"raw_every_rank\":" << bw(every_read_cold)
+          << "},\"read_threads\":" << read_threads << ",\"peak_extra_bytes\":" << peak_extra_kib * 1024 << "}\n";
     }
     fs::remove_all(options.dir);
   }

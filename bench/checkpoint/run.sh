@@ -3,19 +3,31 @@
 # ranks and writes one JSON file per run next to the printed tables.
 # Usage: bench/checkpoint/run.sh <build-dir> [scratch-dir]
 # Cold reads need root (the page cache is dropped between write and read).
+#
+# Each rank owns an equal share of the machine's cores, as under
+# `srun --cpus-per-task` (with Open MPI: --map-by slot:PE=<cores per rank>);
+# with more ranks than cores they share all cores unbound.
 set -euo pipefail
 build=${1:?usage: run.sh <build-dir> [scratch-dir]}
 scratch=${2:-${TMPDIR:-/tmp}/accelerate_bench_checkpoint}
 bin=$build/bench/checkpoint/bench_checkpoint
 [ -x "$bin" ] || cmake --build "$build" --target bench_checkpoint -j2
 mpiexec=${MPIEXEC:-mpirun}
-flags=()
-if [ "$(id -u)" = 0 ] && "$mpiexec" --version 2>&1 | grep -q "Open MPI"; then
-  flags=(--allow-run-as-root --oversubscribe)
-fi
+cores=$(nproc)
+openmpi=0
+"$mpiexec" --version 2>&1 | grep -q "Open MPI" && openmpi=1
 out=${OUT:-$build/bench/checkpoint}
 for size in 256 1024; do
   for n in 1 2 4; do
+    flags=()
+    if [ "$openmpi" = 1 ]; then
+      [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+      if [ "$n" -le "$cores" ]; then
+        flags+=(--map-by "slot:PE=$((cores / n))" --bind-to core)
+      else
+        flags+=(--oversubscribe --bind-to none)
+      fi
+    fi
     "$mpiexec" -n "$n" "${flags[@]}" "$bin" --dir "$scratch" --size-mib "$size" --repeat "${REPEAT:-3}" \
       --json "$out/checkpoint_${size}MiB_np${n}.json"
   done

@@ -1,11 +1,15 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <climits>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -83,12 +87,26 @@ struct VisitContext {
   std::string error;
 };
 
-herr_t index_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
+#if H5_VERSION_GE(1, 12, 0)
+using LinkInfo = H5L_info2_t;
+#else
+using LinkInfo = H5L_info_t;
+#endif
+
+// Visits links rather than objects: an object visit reads every object's
+// full header information first, which costs more than the indexing itself.
+herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data) {
   auto& context = *static_cast<VisitContext*>(data);
-  if (info->type != H5O_TYPE_DATASET) return 0;
+  if (info->type != H5L_TYPE_HARD) return 0;
   try {
     const std::string where = context.file + ":/" + name;
-    Dataset dataset(H5Dopen2(root, name, H5P_DEFAULT), where);
+    const hid_t object = H5Oopen(root, name, H5P_DEFAULT);
+    if (object < 0) throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot open '" + where + "'");
+    if (H5Iget_type(object) != H5I_DATASET) {
+      H5Oclose(object);
+      return 0;
+    }
+    Dataset dataset(object, where);
     Dataspace space(H5Dget_space(dataset.get()), where);
     const int rank = ACCELERATE_HDF5_CHECK(H5Sget_simple_extent_ndims(space.get()), where);
     std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
@@ -126,6 +144,65 @@ herr_t index_object(hid_t root, const char* name, const H5O_info_t* info, void* 
   return 0;
 }
 
+// How read_direct() batches are read on this host: the spread (kAuto
+// resolves to kPageCache when every rank of the communicator shares one
+// host, and so one page cache; every rank reaches the same answer) and the
+// threads of this rank (the cores it may run on, as many as its share of
+// the host's cores when the ranks are not bound, at most kMaxReadThreads).
+struct ReadPlan {
+  Spread spread = Spread::kBroadcast;
+  int threads = 1;
+};
+
+constexpr int kMaxReadThreads = 8;
+
+ReadPlan plan_reads(const ReaderOptions& options) {
+  MPI_Comm host = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(options.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int host_size = 0;
+  int size = 0;
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(host, &host_size));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
+  ACCELERATE_MPI_CHECK(MPI_Comm_free(&host));
+  ReadPlan plan;
+  switch (options.spread) {
+    case ShareSpread::kPageCache: plan.spread = Spread::kPageCache; break;
+    case ShareSpread::kBroadcast: plan.spread = Spread::kBroadcast; break;
+    case ShareSpread::kAuto: plan.spread = host_size == size ? Spread::kPageCache : Spread::kBroadcast; break;
+  }
+  if (options.read_threads > 0) {
+    plan.threads = options.read_threads;
+  } else {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const int allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const long share = online > 0 ? online / host_size : 1;
+    plan.threads = static_cast<int>(std::clamp<long>(std::min<long>(allowed, share), 1, kMaxReadThreads));
+  }
+  return plan;
+}
+
+// A file descriptor open for reading, closed on destruction.
+class ReadOnlyDescriptor {
+ public:
+  ReadOnlyDescriptor() = default;
+  explicit ReadOnlyDescriptor(const std::filesystem::path& file) : fd_(::open(file.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~ReadOnlyDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ReadOnlyDescriptor(const ReadOnlyDescriptor&) = delete;
+  ReadOnlyDescriptor& operator=(const ReadOnlyDescriptor&) = delete;
+  ReadOnlyDescriptor& operator=(ReadOnlyDescriptor&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 struct CheckpointReader::Impl {
@@ -133,7 +210,8 @@ struct CheckpointReader::Impl {
   int rank = 0;
   int size = 1;
   File file;
-  MPI_File mpi_file = MPI_FILE_NULL;  // HDF5's own MPI-IO handle of `file`
+  ReadOnlyDescriptor raw;  // read_direct()'s view of `file`
+  ReadPlan plan;
   PropertyList transfer;
   CheckpointHeader header;
   std::map<std::string, Indexed> entries;
@@ -219,9 +297,11 @@ struct CheckpointReader::Impl {
     }
     if (!direct.empty()) {
       const auto failure = read_direct({.comm = options.comm,
-                                        .file = mpi_file,
+                                        .fd = raw.get(),
+                                        .threads = plan.threads,
                                         .split_threshold = options.split_threshold,
-                                        .verify_checksums = options.verify_checksums},
+                                        .verify_checksums = options.verify_checksums,
+                                        .spread = plan.spread},
                                        direct);
       if (failure) {
         const std::size_t i = direct_index[failure->item];
@@ -313,12 +393,15 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
                     "be on a file system all ranks share.");
   }
   s.file = open_parallel_file(options.comm, options.file);
-  {
-    PropertyList access(H5Fget_access_plist(s.file.get()), options.file.string());
-    void* handle = nullptr;
-    ACCELERATE_HDF5_CHECK(H5Fget_vfd_handle(s.file.get(), access.get(), &handle), options.file.string());
-    s.mpi_file = *static_cast<MPI_File*>(handle);
+  s.raw = ReadOnlyDescriptor(options.file);
+  const int open_error = s.raw.get() >= 0 ? 0 : errno;
+  if (!all_ranks_agree(options.comm, s.raw.get() >= 0)) {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
+                    "' cannot be opened for reading on every rank (" +
+                    (open_error == 0 ? std::string("see the other ranks' errors") : std::strerror(open_error)) +
+                    "). Check its permissions.");
   }
+  s.plan = plan_reads(options);
   s.transfer = collective_transfer(false);
   const hid_t root = s.file.get();
   const std::string where = options.file.string();
@@ -345,10 +428,10 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   h.created = attribute_or<std::string>(read_attribute(root, "created", where), "");
 
   VisitContext context{&s.entries, where, {}};
-  const herr_t status = H5Ovisit(root, H5_INDEX_NAME, H5_ITER_INC, index_object, &context);
+  const herr_t status = H5Lvisit(root, H5_INDEX_NAME, H5_ITER_INC, index_link, &context);
   if (status < 0) {
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where + "': " +
-                    (context.error.empty() ? "H5Ovisit failed" : context.error));
+                    (context.error.empty() ? "H5Lvisit failed" : context.error));
   }
 }
 
@@ -356,6 +439,7 @@ CheckpointReader::~CheckpointReader() = default;
 
 const CheckpointHeader& CheckpointReader::header() const noexcept { return impl_->header; }
 const std::filesystem::path& CheckpointReader::file() const noexcept { return impl_->options.file; }
+int CheckpointReader::read_threads() const noexcept { return impl_->plan.threads; }
 
 std::vector<EntryInfo> CheckpointReader::entries(std::string_view group) const {
   std::vector<EntryInfo> result;
@@ -376,10 +460,19 @@ int CheckpointReader::per_rank_source_row() const {
 }
 
 at::Tensor CheckpointReader::read_replicated(std::string_view name) {
-  const EntryInfo& info = impl_->find(name).info;
-  at::Tensor result =
-      at::empty(info.spec.shape, at::TensorOptions().dtype(dtype_from_name(info.spec.dtype, impl_->where(name))));
-  read_replicated_into(name, result);
+  return read_replicated(std::vector<std::string>{std::string(name)}).front();
+}
+
+std::vector<at::Tensor> CheckpointReader::read_replicated(const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, at::Tensor>> reads;
+  for (const std::string& name : names) {
+    const EntryInfo& info = impl_->find(name).info;
+    reads.emplace_back(name, at::empty(info.spec.shape, at::TensorOptions().dtype(
+                                                            dtype_from_name(info.spec.dtype, impl_->where(name)))));
+  }
+  impl_->read_batch(reads, "read_replicated");
+  std::vector<at::Tensor> result;
+  for (auto& [name, tensor] : reads) result.push_back(std::move(tensor));
   return result;
 }
 

@@ -6,12 +6,27 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace accelerate::checkpoint::detail {
 
-/// CRC-32C of `size` bytes, continuing from `crc` (0 for a fresh checksum).
-/// Uses the SSE4.2 instruction when the CPU has it.
+/// CRC-32C of `size` bytes, continuing from `crc` (0 for a fresh checksum),
+/// with the fastest kernel this CPU runs.
 std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept;
+
+/// Ways of computing the same checksum, slowest first.
+enum class Crc32cKernel {
+  kPortable,    // a table, one byte at a time
+  kSse42,       // the crc32 instruction, three interleaved streams
+  kAvx512Fold,  // 512-bit carry-less folding (VPCLMULQDQ), crc32 for the last bytes
+};
+
+/// The kernels this CPU can run, slowest first (kPortable always).
+std::vector<Crc32cKernel> crc32c_kernels();
+const char* to_string(Crc32cKernel kernel) noexcept;
+
+/// CRC-32C with a given kernel, which must be one of crc32c_kernels().
+std::uint32_t crc32c(Crc32cKernel kernel, const void* data, std::size_t size, std::uint32_t crc = 0) noexcept;
 
 /// CRC-32C of A‖B from crc(A), crc(B) and the length of B in bytes.
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) noexcept;

@@ -1,7 +1,12 @@
 #include "checkpoint/direct_read.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "checkpoint/crc32c.hpp"
 #include "detail/mpi_check.hpp"
@@ -12,46 +17,133 @@ namespace {
 // Reads and checksums go in chunks small enough to still be in the cache
 // when the checksum runs over them right after the read.
 constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
-// Rank ranges start on multiples of this many bytes of the batch.
+// Rank ranges and thread parts start on multiples of this many bytes of the batch.
 constexpr std::uint64_t kRangeGranule = std::uint64_t{1} << 20;
 // Largest broadcast: keeps every count and datatype size far below INT_MAX.
 constexpr std::uint64_t kMaxBroadcast = std::uint64_t{1} << 29;
+
+// `bytes` bytes of item `item`, from byte `begin` of the item; checksummed or not.
+struct Piece {
+  std::size_t item;
+  std::uint64_t begin;
+  std::uint64_t bytes;
+  bool checksum = false;
+};
 
 struct PieceResult {
   std::uint32_t crc = 0;
   std::string error;  // non-empty when the read failed
 };
 
-// Reads `bytes` bytes at `offset` into `out`, checksumming each chunk right
-// after it arrives (when `checksum`). Failures are returned, not thrown: the other ranks are
-// about to enter a collective and must learn about it there.
-PieceResult read_piece(MPI_File file, std::uint64_t offset, std::uint64_t bytes, std::byte* out, bool checksum) {
+// Reads one piece into its destination, checksumming each chunk right after
+// it arrives. Failures are returned, not thrown: the other ranks are about
+// to enter a collective and must learn about it there.
+PieceResult read_piece(int fd, const DirectRead& item, const Piece& piece) {
   PieceResult result;
-  for (std::uint64_t done = 0; done < bytes;) {
-    const std::uint64_t want = std::min(kChunk, bytes - done);
-    MPI_Status status;
-    const int code = MPI_File_read_at(file, static_cast<MPI_Offset>(offset + done), out + done,
-                                      static_cast<int>(want), MPI_BYTE, &status);
-    int got = 0;
-    if (code == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &got);
-    if (code != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING];
-      int length = 0;
-      MPI_Error_string(code, text, &length);
-      result.error = "MPI_File_read_at failed at byte " + std::to_string(offset + done) + ": " +
-                     std::string(text, static_cast<std::size_t>(length));
+  std::byte* out = item.destination + piece.begin;
+  const std::uint64_t offset = item.file_offset + piece.begin;
+  for (std::uint64_t done = 0; done < piece.bytes;) {
+    const std::uint64_t want = std::min(kChunk, piece.bytes - done);
+    const ssize_t got = ::pread(fd, out + done, want, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      result.error = "reading at byte " + std::to_string(offset + done) + " failed: " + std::strerror(errno);
       return result;
     }
-    if (got <= 0) {
+    if (got == 0) {
       result.error = "the file ends at byte " + std::to_string(offset + done) + ", before the dataset does (" +
-                     std::to_string(bytes - done) + " bytes missing; truncated copy?)";
+                     std::to_string(piece.bytes - done) + " bytes missing; truncated copy?)";
       return result;
     }
-    if (checksum) result.crc = crc32c(out + done, static_cast<std::size_t>(got), result.crc);
+    if (piece.checksum) result.crc = crc32c(out + done, static_cast<std::size_t>(got), result.crc);
     done += static_cast<std::uint64_t>(got);
   }
   return result;
 }
+
+// Cuts `pieces` (in order) into `parts` runs of about equal bytes, at granule
+// multiples, splitting pieces where a run ends.
+std::vector<std::vector<Piece>> cut_into_parts(const std::vector<Piece>& pieces, int parts) {
+  std::uint64_t total = 0;
+  for (const Piece& piece : pieces) total += piece.bytes;
+  const std::uint64_t granules = (total + kRangeGranule - 1) / kRangeGranule;
+  const auto count = static_cast<std::uint64_t>(std::max(1, parts));
+  std::vector<std::vector<Piece>> result(static_cast<std::size_t>(count));
+  std::uint64_t position = 0;
+  for (const Piece& piece : pieces) {
+    for (std::uint64_t done = 0; done < piece.bytes;) {
+      // The part holding `position`, and where that part ends.
+      std::uint64_t part = count - 1;
+      while (part > 0 && std::min(total, granules * part / count * kRangeGranule) > position) --part;
+      const std::uint64_t end = std::min(total, granules * (part + 1) / count * kRangeGranule);
+      const std::uint64_t take = std::min(piece.bytes - done, end - position);
+      result[static_cast<std::size_t>(part)].push_back({piece.item, piece.begin + done, take, piece.checksum});
+      done += take;
+      position += take;
+    }
+  }
+  return result;
+}
+
+// Reads every piece with `threads` threads, each taking one contiguous run.
+// Returns the results in the order of `pieces` as cut, with that cut.
+struct ReadOutcome {
+  std::vector<Piece> pieces;  // as read: `pieces`, some of them split
+  std::vector<PieceResult> results;
+};
+ReadOutcome read_pieces(int fd, const std::vector<DirectRead>& items, const std::vector<Piece>& pieces,
+                        int threads) {
+  const auto parts = cut_into_parts(pieces, threads);
+  std::vector<std::vector<PieceResult>> results(parts.size());
+  auto run = [&](std::size_t part) {
+    for (const Piece& piece : parts[part]) {
+      results[part].push_back(read_piece(fd, items[piece.item], piece));
+      if (!results[part].back().error.empty()) return;  // the rest of this run is likely unreadable too
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t part = 1; part < parts.size(); ++part) {
+    if (!parts[part].empty()) workers.emplace_back(run, part);
+  }
+  run(0);
+  for (std::thread& worker : workers) worker.join();
+  ReadOutcome outcome;
+  for (std::size_t part = 0; part < parts.size(); ++part) {
+    outcome.pieces.insert(outcome.pieces.end(), parts[part].begin(),
+                          parts[part].begin() + static_cast<std::ptrdiff_t>(results[part].size()));
+    outcome.results.insert(outcome.results.end(), results[part].begin(), results[part].end());
+  }
+  return outcome;
+}
+
+// This rank's record of a batch: the CRC and length of the bytes it
+// checksummed of each item, and the first item it could not read.
+struct LocalRecord {
+  std::vector<std::uint64_t> values;  // crc, length per item; then the first unreadable item
+  std::string read_error;             // why that item could not be read
+
+  explicit LocalRecord(std::size_t items) : values(2 * items + 1, 0) { values.back() = items; }
+  [[nodiscard]] std::size_t items() const { return (values.size() - 1) / 2; }
+  [[nodiscard]] std::uint64_t unreadable() const { return values.back(); }
+
+  // Pieces of an item arrive in byte order, so the CRCs chain with the combination rule.
+  void add(const ReadOutcome& outcome) {
+    for (std::size_t k = 0; k < outcome.results.size(); ++k) {
+      const Piece& piece = outcome.pieces[k];
+      const PieceResult& result = outcome.results[k];
+      if (!result.error.empty()) {
+        if (piece.item < values.back()) {
+          values.back() = piece.item;
+          read_error = result.error;
+        }
+      } else if (piece.checksum) {
+        auto& crc = values[2 * piece.item];
+        crc = crc32c_combine(static_cast<std::uint32_t>(crc), result.crc, piece.bytes);
+        values[2 * piece.item + 1] += piece.bytes;
+      }
+    }
+  }
+};
 
 // Owner of a committed MPI datatype.
 class TypeGuard {
@@ -60,7 +152,6 @@ class TypeGuard {
   ~TypeGuard() { MPI_Type_free(&type_); }
   TypeGuard(const TypeGuard&) = delete;
   TypeGuard& operator=(const TypeGuard&) = delete;
-  [[nodiscard]] MPI_Datatype get() const { return type_; }
 
  private:
   MPI_Datatype type_;
@@ -108,26 +199,66 @@ void broadcast_pieces(MPI_Comm comm, int root, const std::vector<Span>& pieces) 
   flush();
 }
 
-// Every rank reads every item: no data exchange, one agreement on the verdict.
-std::optional<DirectReadFailure> read_everything(const DirectReadOptions& options,
-                                                 const std::vector<DirectRead>& items,
-                                                 const std::vector<std::size_t>& file_order) {
-  std::vector<PieceResult> results(items.size());
-  std::uint64_t first_bad = items.size();
-  for (const std::size_t i : file_order) {
-    results[i] = read_piece(options.file, items[i].file_offset, items[i].bytes, items[i].destination,
-                            options.verify_checksums);
-    const bool bad = !results[i].error.empty() || (options.verify_checksums && results[i].crc != items[i].stored_crc);
-    if (bad) {
-      first_bad = std::min<std::uint64_t>(first_bad, i);
-      if (!results[i].error.empty()) break;  // the rest of the file is likely unreadable too
+// The batch laid end to end in file order, cut into `ranges` ranges at
+// granule multiples: which pieces of which items range r holds.
+class BatchRanges {
+ public:
+  BatchRanges(const std::vector<DirectRead>& items, int ranges) : ranges_(static_cast<std::uint64_t>(ranges)) {
+    order_.resize(items.size());
+    std::iota(order_.begin(), order_.end(), std::size_t{0});
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](std::size_t a, std::size_t b) { return items[a].file_offset < items[b].file_offset; });
+    start_.resize(items.size());
+    for (const std::size_t i : order_) {
+      start_[i] = total_;
+      total_ += items[i].bytes;
     }
+    bytes_.resize(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) bytes_[i] = items[i].bytes;
+  }
+
+  [[nodiscard]] std::uint64_t total() const { return total_; }
+
+  [[nodiscard]] std::vector<Piece> pieces_of(int range, bool checksum) const {
+    const std::uint64_t granules = (total_ + kRangeGranule - 1) / kRangeGranule;
+    auto bound = [&](std::uint64_t r) {
+      return r >= ranges_ ? total_ : std::min(total_, granules * r / ranges_ * kRangeGranule);
+    };
+    const std::uint64_t lo = bound(static_cast<std::uint64_t>(range));
+    const std::uint64_t hi = bound(static_cast<std::uint64_t>(range) + 1);
+    std::vector<Piece> pieces;
+    for (const std::size_t i : order_) {
+      const std::uint64_t begin = std::max(lo, start_[i]);
+      const std::uint64_t end = std::min(hi, start_[i] + bytes_[i]);
+      if (begin < end) pieces.push_back({i, begin - start_[i], end - begin, checksum});
+    }
+    return pieces;
+  }
+
+ private:
+  std::uint64_t ranges_;
+  std::vector<std::size_t> order_;   // item indices in file order
+  std::vector<std::uint64_t> start_;  // position of each item in the batch
+  std::vector<std::uint64_t> bytes_;
+  std::uint64_t total_ = 0;
+};
+
+// Every rank reads and checksums every item: no data exchange, one agreement on the verdict.
+std::optional<DirectReadFailure> read_everything(const DirectReadOptions& options,
+                                                 const std::vector<DirectRead>& items) {
+  const BatchRanges batch(items, 1);
+  LocalRecord record(items.size());
+  record.add(read_pieces(options.fd, items, batch.pieces_of(0, options.verify_checksums), options.threads));
+  std::uint64_t first_bad = record.unreadable();  // a read failure leaves later items unread: no CRC verdict
+  for (std::size_t i = 0; i < items.size() && first_bad == items.size() && options.verify_checksums; ++i) {
+    if (record.values[2 * i] != items[i].stored_crc) first_bad = i;
   }
   ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_UINT64_T, MPI_MIN, options.comm));
   if (first_bad == items.size()) return std::nullopt;
-  const PieceResult& mine = results[first_bad];
-  DirectReadFailure failure{first_bad, mine.crc, mine.error};
-  if (failure.read_error.empty() && mine.crc == items[first_bad].stored_crc) {
+  DirectReadFailure failure{first_bad, static_cast<std::uint32_t>(record.values[2 * first_bad]), {}};
+  if (record.unreadable() == first_bad) {
+    failure.read_error = record.read_error;
+  } else if (record.unreadable() != items.size() || failure.computed_crc == items[first_bad].stored_crc) {
     failure.read_error = "another rank could not read it or found its checksum wrong (see that rank's error)";
   }
   return failure;
@@ -140,90 +271,56 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
   int size = 1;
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &rank));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
-  // File order turns the reads of each rank into one forward sweep.
-  std::vector<std::size_t> file_order(items.size());
-  std::iota(file_order.begin(), file_order.end(), std::size_t{0});
-  std::stable_sort(file_order.begin(), file_order.end(),
-                   [&](std::size_t a, std::size_t b) { return items[a].file_offset < items[b].file_offset; });
   std::uint64_t total = 0;
   for (const DirectRead& item : items) total += item.bytes;
-  if (size == 1 || total < options.split_threshold) return read_everything(options, items, file_order);
-
-  // Rank r reads bytes [bound(r), bound(r + 1)) of the batch laid end to end in file order.
-  const std::uint64_t granules = (total + kRangeGranule - 1) / kRangeGranule;
-  auto bound = [&](int r) {
-    if (r >= size) return total;
-    return std::min(total, granules * static_cast<std::uint64_t>(r) / static_cast<std::uint64_t>(size) * kRangeGranule);
-  };
-  std::vector<std::uint64_t> start(items.size());  // position of each item in the batch
-  std::uint64_t position = 0;
-  for (const std::size_t i : file_order) {
-    start[i] = position;
-    position += items[i].bytes;
+  if (size == 1 || (options.spread == Spread::kBroadcast && total < options.split_threshold)) {
+    return read_everything(options, items);
   }
-  // Pieces of range r: (item, first byte within the item, length), in batch order.
-  struct Piece {
-    std::size_t item;
-    std::uint64_t begin;
-    std::uint64_t bytes;
-  };
-  auto pieces_of = [&](int r) {
-    std::vector<Piece> pieces;
-    const std::uint64_t lo = bound(r);
-    const std::uint64_t hi = bound(r + 1);
-    for (const std::size_t i : file_order) {
-      const std::uint64_t begin = std::max(lo, start[i]);
-      const std::uint64_t end = std::min(hi, start[i] + items[i].bytes);
-      if (begin < end) pieces.push_back({i, begin - start[i], end - begin});
-    }
-    return pieces;
-  };
 
-  // Read this rank's range; record (crc, length) of its piece of every item
-  // and, last, the first item it could not read (items.size() when none).
-  const std::size_t n = items.size();
-  std::vector<std::uint64_t> local(2 * n + 1, 0);
-  local[2 * n] = n;
-  std::string read_error;
-  const std::vector<Piece> mine = pieces_of(rank);
-  for (const Piece& piece : mine) {
-    const DirectRead& item = items[piece.item];
-    const PieceResult result = read_piece(options.file, item.file_offset + piece.begin, piece.bytes,
-                                          item.destination + piece.begin, options.verify_checksums);
-    if (!result.error.empty()) {
-      local[2 * n] = piece.item;
-      read_error = result.error;
-      break;
+  // Read and checksum this rank's range; with kPageCache also the others,
+  // starting with the next rank's: while the file is cold, the ranks' first
+  // reads go to different parts of it and each then follows a neighbour
+  // whose pages are arriving or have arrived.
+  const BatchRanges batch(items, size);
+  std::vector<Piece> pieces = batch.pieces_of(rank, options.verify_checksums);
+  if (options.spread == Spread::kPageCache) {
+    for (int step = 1; step < size; ++step) {
+      const auto others = batch.pieces_of((rank + step) % size, false);
+      pieces.insert(pieces.end(), others.begin(), others.end());
     }
-    local[2 * piece.item] = result.crc;
-    local[2 * piece.item + 1] = piece.bytes;
   }
+  LocalRecord record(items.size());
+  record.add(read_pieces(options.fd, items, pieces, options.threads));
+
   // One exchange of every checksum of the batch.
-  std::vector<std::uint64_t> all(local.size() * static_cast<std::size_t>(size));
-  ACCELERATE_MPI_CHECK(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_UINT64_T, all.data(),
-                                     static_cast<int>(local.size()), MPI_UINT64_T, options.comm));
-  auto at = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * local.size() + k]; };
+  const std::size_t n = items.size();
+  std::vector<std::uint64_t> all(record.values.size() * static_cast<std::size_t>(size));
+  ACCELERATE_MPI_CHECK(MPI_Allgather(record.values.data(), static_cast<int>(record.values.size()), MPI_UINT64_T,
+                                     all.data(), static_cast<int>(record.values.size()), MPI_UINT64_T, options.comm));
+  auto at = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * record.values.size() + k]; };
   std::uint64_t unreadable = n;
   for (int r = 0; r < size; ++r) unreadable = std::min(unreadable, at(r, 2 * n));
   if (unreadable < n) {
     return DirectReadFailure{static_cast<std::size_t>(unreadable), 0,
-                             local[2 * n] == unreadable ? read_error
-                                                        : "another rank could not read it (see that rank's error)"};
+                             record.unreadable() == unreadable
+                                 ? record.read_error
+                                 : "another rank could not read it (see that rank's error)"};
   }
-  std::optional<DirectReadFailure> failure;
-  for (std::size_t i = 0; i < n && !failure; ++i) {
+  for (std::size_t i = 0; i < n && options.verify_checksums; ++i) {
     std::uint32_t combined = 0;
     for (int r = 0; r < size; ++r) {
       combined = crc32c_combine(combined, static_cast<std::uint32_t>(at(r, 2 * i)), at(r, 2 * i + 1));
     }
-    if (options.verify_checksums && combined != items[i].stored_crc) failure = DirectReadFailure{i, combined, {}};
+    if (combined != items[i].stored_crc) return DirectReadFailure{i, combined, {}};
   }
-  if (failure) return failure;
+  if (options.spread == Spread::kPageCache) return std::nullopt;
 
   // Every rank receives the ranges the others read.
   for (int r = 0; r < size; ++r) {
     std::vector<Span> spans;
-    for (const Piece& piece : pieces_of(r)) spans.push_back({items[piece.item].destination + piece.begin, piece.bytes});
+    for (const Piece& piece : batch.pieces_of(r, false)) {
+      spans.push_back({items[piece.item].destination + piece.begin, piece.bytes});
+    }
     broadcast_pieces(options.comm, r, spans);
   }
   return std::nullopt;

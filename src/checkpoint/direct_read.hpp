@@ -1,15 +1,22 @@
 // The reader's fast path for replicated entries whose bytes sit in the file
 // exactly as they sit in memory (contiguous layout, no filters, no type
-// conversion): a whole batch of them is read with MPI-IO at the datasets'
-// file offsets, straight into the destination memory, checksummed chunk by
-// chunk while the data is still in cache, verified with one exchange of
-// checksums and spread to every rank with one broadcast per rank.
+// conversion): a whole batch of them is read at the datasets' file offsets,
+// straight into the destination memory, and checksummed chunk by chunk
+// while the data is still in cache. A rank that owns several cores reads
+// its part with that many threads, each taking one contiguous stretch.
 //
-// With one rank, or a batch smaller than the split threshold, every rank
-// reads the whole batch itself (one agreement on the verdict, no data
-// exchange). Otherwise the batch, taken in file order, is cut into one
-// contiguous byte range per rank: each rank reads a long sequential stretch
-// of the file, and every byte is verified by the rank that read it.
+// The batch, taken in file order, is cut into one contiguous byte range per
+// rank; each rank reads its range as one sequential stretch of the file and
+// checksums it, and one all-gather of the checksums verifies every byte.
+// The ranges then reach every rank in one of two ways (Spread):
+//  - kPageCache, when all ranks run on one host: each rank also reads the
+//    other ranges from the file. The host's page cache holds them once
+//    (a node-mate has just read them, or is reading them), so this costs a
+//    memory copy and no extra file traffic, with no rank waiting on another.
+//  - kBroadcast, across hosts: the rank that read a range broadcasts it, so
+//    the file is read once however many nodes load it.
+// With one rank, or (kBroadcast) a batch below the split threshold, every
+// rank reads and checksums the whole batch itself.
 #pragma once
 
 #include <mpi.h>
@@ -29,11 +36,20 @@ struct DirectRead {
   std::uint32_t stored_crc = 0;
 };
 
+/// How the ranks get the ranges the other ranks read and checksummed.
+enum class Spread {
+  kPageCache,  // each rank reads them from the file too: one host's page cache serves them
+  kBroadcast,  // each range is broadcast by the rank that read it
+};
+
 struct DirectReadOptions {
   MPI_Comm comm = MPI_COMM_NULL;
-  MPI_File file = MPI_FILE_NULL;
+  int fd = -1;  // the file, open for reading (POSIX reads: safe from several threads at any MPI thread level)
+  int threads = 1;  // reading threads of this rank
+  /// kBroadcast only: a smaller batch is read and checksummed whole by every rank.
   std::uint64_t split_threshold = 0;
   bool verify_checksums = true;
+  Spread spread = Spread::kBroadcast;
 };
 
 /// Why an item failed: a checksum mismatch, or the file could not be read.

@@ -306,6 +306,8 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
   const std::vector<at::Tensor> parameters = all_parameters(optimizer);
   std::map<std::size_t, Fields> fields;
   const std::string state_prefix = std::string(group) + "/state/";
+  std::vector<std::string> names;
+  std::vector<std::pair<std::size_t, std::string>> slots;  // (parameter, field) of each name
   for (const EntryInfo& entry : reader.entries(std::string(group) + "/state")) {
     const std::string rest = entry.spec.name.substr(state_prefix.size());
     const auto slash = rest.find('/');
@@ -314,8 +316,13 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
       throw ConfigError(where + ": state for parameter " + std::to_string(index) + " but the optimizer has " +
                         std::to_string(parameters.size()) + " parameters");
     }
-    const at::Tensor& parameter = parameters[index];
-    fields[index][rest.substr(slash + 1)] = reader.read_replicated(entry.spec.name).to(parameter.device());
+    names.push_back(entry.spec.name);
+    slots.emplace_back(index, rest.substr(slash + 1));
+  }
+  std::vector<at::Tensor> tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const auto& [index, field] = slots[k];
+    fields[index][field] = tensors[k].to(parameters[index].device());
   }
   std::vector<Scalars> options(optimizer.param_groups().size());
   for (std::size_t g = 0; g < options.size(); ++g) {

@@ -116,11 +116,16 @@ void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
 
 std::map<std::string, at::Tensor> read_group(CheckpointReader& reader, const std::string& group) {
   std::map<std::string, at::Tensor> tensors;
+  std::vector<std::string> replicated;
   for (const EntryInfo& entry : reader.entries(group)) {
-    tensors[entry.spec.name.substr(group.size() + 1)] = entry.kind == EntryKind::PerRank
-                                                            ? reader.read_per_rank(entry.spec.name)
-                                                            : reader.read_replicated(entry.spec.name);
+    if (entry.kind == EntryKind::PerRank) {
+      tensors[entry.spec.name.substr(group.size() + 1)] = reader.read_per_rank(entry.spec.name);
+    } else {
+      replicated.push_back(entry.spec.name);
+    }
   }
+  std::vector<at::Tensor> read = reader.read_replicated(replicated);  // one batch
+  for (std::size_t k = 0; k < read.size(); ++k) tensors[replicated[k].substr(group.size() + 1)] = std::move(read[k]);
   return tensors;
 }
 

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
@@ -228,6 +230,85 @@ TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
   EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   EXPECT_NE(message.find("/model/large_float"), std::string::npos) << message;
   EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
+  cleanup(dir);
+}
+
+// Overwrites `count` bytes of dataset `name` of `file` at `at` (rank 0 only).
+void damage_dataset(const fs::path& file, const std::string& name, std::uint64_t at) {
+  if (world_rank() != 0) return;
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  const haddr_t offset = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  ASSERT_NE(offset, HADDR_UNDEF);
+  std::fstream stream(file, std::ios::in | std::ios::out | std::ios::binary);
+  stream.seekp(static_cast<std::streamoff>(offset + at));
+  const char garbage[2] = {'\x5a', '\x11'};
+  stream.write(garbage, sizeof garbage);
+}
+
+// A batch of several MiB, so that rank ranges and thread parts both cut
+// tensors in the middle, loaded with each way of spreading the shares and
+// with one and with three reading threads per rank; then the same with one
+// damaged tensor, and with the file cut short.
+TEST(CheckpointIo, EverySpreadAndThreadCountReadsTheSameBytes) {
+  const fs::path dir = shared_directory("spread");
+  const fs::path file = dir / "state.h5";
+  std::map<std::string, at::Tensor> saved;
+  for (int i = 0; i < 6; ++i) {
+    saved["w" + std::to_string(i)] = sample(at::kFloat, {700001 + 3 * i}, 50 + i);
+    saved["b" + std::to_string(i)] = sample(at::kDouble, {17 + i}, 70 + i);
+  }
+  {
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = file}, {});
+    for (const auto& [name, tensor] : saved) writer.write_replicated("model/" + name, tensor);
+    writer.close();
+  }
+  const std::vector<ckpt::ShareSpread> spreads{ckpt::ShareSpread::kPageCache, ckpt::ShareSpread::kBroadcast,
+                                               ckpt::ShareSpread::kAuto};
+  auto load = [&](ckpt::ShareSpread spread, int threads) {
+    ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file, .spread = spread, .read_threads = threads});
+    std::map<std::string, at::Tensor> loaded;
+    for (const auto& [name, tensor] : saved) loaded[name] = at::zeros_like(tensor);
+    reader.load_into("model", loaded, /*strict=*/true);
+    return loaded;
+  };
+  for (const auto spread : spreads) {
+    for (const int threads : {1, 3}) {
+      const auto loaded = load(spread, threads);
+      for (const auto& [name, tensor] : saved) {
+        EXPECT_TRUE(at::equal(loaded.at(name), tensor))
+            << name << ", spread " << static_cast<int>(spread) << ", " << threads << " threads";
+      }
+    }
+  }
+
+  damage_dataset(file, "model/w3", 1234567);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const auto spread : spreads) {
+    for (const int threads : {1, 3}) {
+      const std::string message = error_of<accelerate::Hdf5Error>([&] { (void)load(spread, threads); });
+      EXPECT_NE(message.find("'/model/w3' is corrupted"), std::string::npos) << message;
+    }
+  }
+
+  // Cut short after the readers opened it (HDF5 itself refuses to open a truncated file).
+  std::vector<std::unique_ptr<ckpt::CheckpointReader>> readers;
+  for (const auto spread : spreads) {
+    readers.push_back(std::make_unique<ckpt::CheckpointReader>(
+        ckpt::ReaderOptions{.comm = MPI_COMM_WORLD, .file = file, .spread = spread, .read_threads = 2}));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::resize_file(file, fs::file_size(file) - 1000000);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const auto& reader : readers) {
+    std::map<std::string, at::Tensor> loaded;
+    for (const auto& [name, tensor] : saved) loaded[name] = at::zeros_like(tensor);
+    const std::string message = error_of<accelerate::Hdf5Error>([&] { reader->load_into("model", loaded, true); });
+    EXPECT_NE(message.find("cannot be read"), std::string::npos) << message;
+  }
+  readers.clear();
   cleanup(dir);
 }
 

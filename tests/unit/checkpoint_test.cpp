@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <numeric>
 #include <random>
 
@@ -51,6 +52,31 @@ TEST(Crc32c, CombinationEqualsChecksumOfConcatenation) {
   }
   data[12345] ^= 1;
   EXPECT_NE(ckpt::detail::crc32c(data.data(), data.size()), whole);
+}
+
+TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
+  // Lengths around the folding kernel's 64- and 256-byte blocks and its
+  // 1 KiB threshold, at unaligned starts, continuing from a non-zero CRC.
+  std::mt19937 engine(11);
+  std::vector<unsigned char> data((1 << 20) + 4096);
+  for (auto& byte : data) byte = static_cast<unsigned char>(engine());
+  std::vector<std::size_t> lengths{0, 1, 7, 8, 63, 64, 255, 256, 1023, 1024, 1025, 1087, 1088, 1279, 1280, 1343, 4096};
+  for (int i = 0; i < 40; ++i) lengths.push_back(std::uniform_int_distribution<std::size_t>(1, 1 << 20)(engine));
+  const auto kernels = ckpt::detail::crc32c_kernels();
+  ASSERT_EQ(kernels.front(), ckpt::detail::Crc32cKernel::kPortable);
+  for (const auto kernel : kernels) {
+    for (const std::size_t length : lengths) {
+      for (const std::size_t start : {std::size_t{0}, std::size_t{1}, std::size_t{13}}) {
+        const unsigned char* p = data.data() + start;
+        EXPECT_EQ(ckpt::detail::crc32c(kernel, p, length, 0xDEADBEEFu),
+                  ckpt::detail::crc32c(ckpt::detail::Crc32cKernel::kPortable, p, length, 0xDEADBEEFu))
+            << ckpt::detail::to_string(kernel) << ", " << length << " bytes from " << start;
+      }
+    }
+  }
+  std::cout << "[ INFO ] kernels checked:";
+  for (const auto kernel : kernels) std::cout << ' ' << ckpt::detail::to_string(kernel);
+  std::cout << '\n';
 }
 
 TEST(Json, ParsesAndWritesManifestShapes) {

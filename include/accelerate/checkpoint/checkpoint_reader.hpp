@@ -9,7 +9,8 @@
 // shares are checksummed where they were read and exchanged, so every rank
 // ends up with the whole tensor while the file is read only once. load_into()
 // reads all its tensors as one batch (one share of the batch per rank, one
-// checksum exchange, one broadcast per rank). Per-rank rows map to ranks by the rule of
+// checksum exchange; on one host each rank then reads the rest out of the
+// page cache, across hosts each share is broadcast). Per-rank rows map to ranks by the rule of
 // per_rank_source_row(). Every read is verified against the dataset's
 // CRC-32C; a mismatch throws Hdf5Error naming the file and the dataset, on
 // every rank.
@@ -36,6 +37,13 @@ class Tensor;
 
 namespace accelerate::checkpoint {
 
+/// How every rank gets the shares of a replicated batch the other ranks read and verified.
+enum class ShareSpread {
+  kAuto,       ///< kPageCache when all ranks of the communicator run on one host, else kBroadcast
+  kPageCache,  ///< each rank reads them from the file as well, out of the host's page cache
+  kBroadcast,  ///< the rank that read a share broadcasts it (the file is read once in all)
+};
+
 struct ReaderOptions {
   MPI_Comm comm = MPI_COMM_WORLD;
   std::filesystem::path file;
@@ -44,6 +52,11 @@ struct ReaderOptions {
   /// then exchanged.
   std::size_t split_threshold = std::size_t{1} << 20;
   bool verify_checksums = true;
+  ShareSpread spread = ShareSpread::kAuto;
+  /// Threads with which each rank reads tensors stored as raw bytes; 0: as
+  /// many as the cores the rank owns (its CPU affinity, or its share of the
+  /// host's cores when ranks are not bound), at most 8.
+  int read_threads = 0;
 };
 
 enum class EntryKind { Replicated, PerRank, PerRankBytes };
@@ -88,6 +101,9 @@ class CheckpointReader {
 
   /// A replicated tensor, allocated on the CPU.
   at::Tensor read_replicated(std::string_view name);
+  /// Several replicated tensors, allocated on the CPU and read as one batch
+  /// (one checksum exchange for all of them), in the order of `names`.
+  std::vector<at::Tensor> read_replicated(const std::vector<std::string>& names);
   /// Reads a replicated tensor into `destination` (contiguous CPU tensor of
   /// the stored dtype and shape; other devices are copied through the CPU).
   void read_replicated_into(std::string_view name, const at::Tensor& destination);
@@ -109,6 +125,8 @@ class CheckpointReader {
   KeyReport load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations, bool strict);
 
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
+  /// Threads with which this rank reads (ReaderOptions::read_threads, resolved).
+  [[nodiscard]] int read_threads() const noexcept;
 
  private:
   struct Impl;
