@@ -301,7 +301,8 @@ struct CheckpointReader::Impl {
                                         .threads = plan.threads,
                                         .split_threshold = options.split_threshold,
                                         .verify_checksums = options.verify_checksums,
-                                        .spread = plan.spread},
+                                        .spread = plan.spread,
+                                        .timeout = options.timeout},
                                        direct);
       if (failure) {
         const std::size_t i = direct_index[failure->item];

@@ -5,14 +5,21 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <thread>
 
+#include "accelerate/error.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
+
+constexpr std::string_view kVerdict =
+    "the checksum exchange of a checkpoint load (every rank of the reader's communicator must load the same "
+    "entries)";
 
 // Reads and checksums go in chunks small enough to still be in the cache
 // when the checksum runs over them right after the read.
@@ -243,6 +250,39 @@ class BatchRanges {
   std::uint64_t total_ = 0;
 };
 
+// All-reduces `values` with `op`, or all-gathers them (MPI_OP_NULL), within
+// the timeout. Ranks that finish reading first wait here for the slowest,
+// yielding their core between polls (ranks may outnumber cores). On a
+// timeout the buffers stay allocated: MPI may still write into them.
+std::vector<std::uint64_t> exchange(const DirectReadOptions& options, std::vector<std::uint64_t> values, MPI_Op op) {
+  int size = 1;
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
+  struct Buffers {
+    std::vector<std::uint64_t> mine;
+    std::vector<std::uint64_t> all;
+  };
+  auto buffers = std::make_unique<Buffers>();
+  buffers->mine = std::move(values);
+  const int count = static_cast<int>(buffers->mine.size());
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (op == MPI_OP_NULL) {
+    buffers->all.resize(buffers->mine.size() * static_cast<std::size_t>(size));
+    ACCELERATE_MPI_CHECK(MPI_Iallgather(buffers->mine.data(), count, MPI_UINT64_T, buffers->all.data(), count,
+                                        MPI_UINT64_T, options.comm, &request));
+  } else {
+    buffers->all.resize(buffers->mine.size());
+    ACCELERATE_MPI_CHECK(MPI_Iallreduce(buffers->mine.data(), buffers->all.data(), count, MPI_UINT64_T, op,
+                                        options.comm, &request));
+  }
+  try {
+    accelerate::detail::wait_with_timeout(request, options.timeout, kVerdict, options.comm);
+  } catch (const TimeoutError&) {
+    (void)buffers.release();  // deliberately leaked: the request is still pending
+    throw;
+  }
+  return std::move(buffers->all);
+}
+
 // Every rank reads and checksums every item: no data exchange, one agreement on the verdict.
 std::optional<DirectReadFailure> read_everything(const DirectReadOptions& options,
                                                  const std::vector<DirectRead>& items) {
@@ -253,7 +293,7 @@ std::optional<DirectReadFailure> read_everything(const DirectReadOptions& option
   for (std::size_t i = 0; i < items.size() && first_bad == items.size() && options.verify_checksums; ++i) {
     if (record.values[2 * i] != items[i].stored_crc) first_bad = i;
   }
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_UINT64_T, MPI_MIN, options.comm));
+  first_bad = exchange(options, {first_bad}, MPI_MIN).front();
   if (first_bad == items.size()) return std::nullopt;
   DirectReadFailure failure{first_bad, static_cast<std::uint32_t>(record.values[2 * first_bad]), {}};
   if (record.unreadable() == first_bad) {
@@ -294,9 +334,7 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
 
   // One exchange of every checksum of the batch.
   const std::size_t n = items.size();
-  std::vector<std::uint64_t> all(record.values.size() * static_cast<std::size_t>(size));
-  ACCELERATE_MPI_CHECK(MPI_Allgather(record.values.data(), static_cast<int>(record.values.size()), MPI_UINT64_T,
-                                     all.data(), static_cast<int>(record.values.size()), MPI_UINT64_T, options.comm));
+  const std::vector<std::uint64_t> all = exchange(options, record.values, MPI_OP_NULL);
   auto at = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * record.values.size() + k]; };
   std::uint64_t unreadable = n;
   for (int r = 0; r < size; ++r) unreadable = std::min(unreadable, at(r, 2 * n));

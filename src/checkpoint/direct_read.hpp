@@ -21,6 +21,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -50,6 +51,7 @@ struct DirectReadOptions {
   std::uint64_t split_threshold = 0;
   bool verify_checksums = true;
   Spread spread = Spread::kBroadcast;
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // of the checksum exchange
 };
 
 /// Why an item failed: a checksum mismatch, or the file could not be read.

@@ -32,6 +32,10 @@ constexpr std::string_view kCustomGroup = "custom_checkpoint";
 constexpr std::string_view kLoopGroup = "accelerator";
 
 // The ranks that write (and read) one file together.
+constexpr std::string_view kSaveStateIsCollective =
+    "save_state, which every process must call (not only the main process: it writes in parallel),";
+constexpr std::string_view kLoadStateIsCollective = "load_state, which every process must call,";
+
 MPI_Comm file_comm(const State& state, const ProjectConfiguration& project) {
   return project.save_on_each_node ? state.node_comm() : state.world_comm();
 }
@@ -186,6 +190,9 @@ std::string indexed_group(std::string_view base, std::size_t index) {
 
 fs::path save_training_state(const State& state, ProjectConfiguration& project, const std::optional<fs::path>& output_dir,
                              const TrainingStateRefs& refs, CheckpointInfo info) {
+  // Entry barrier with the job's timeout: calling save_state on the main
+  // process only is a common mistake, and must not hang in MPI-IO.
+  state.wait_for_everyone(kSaveStateIsCollective);
   project.validate();
   fs::path directory;
   if (project.automatic_checkpoint_naming) {
@@ -268,6 +275,7 @@ std::optional<fs::path> find_latest_checkpoint(const State& state, const Project
 LoadedTrainingState load_training_state(const State& state, ProjectConfiguration& project,
                                         const std::optional<fs::path>& input_dir, const TrainingStateRefs& refs,
                                         bool strict) {
+  state.wait_for_everyone(kLoadStateIsCollective);
   LoadedTrainingState loaded;
   if (input_dir) {
     loaded.directory = *input_dir;
@@ -294,7 +302,9 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
                       "' is not a complete checkpoint on every rank (no manifest.json, or a file listed in it is "
                       "missing or truncated). Pass a checkpoint directory written by save_state.");
   }
-  CheckpointReader reader({.comm = file_comm(state, project), .file = file});
+  CheckpointReader reader({.comm = file_comm(state, project),
+                           .file = file,
+                           .timeout = std::chrono::duration_cast<std::chrono::milliseconds>(state.timeout())});
   int ranks = 1;
   ACCELERATE_MPI_CHECK(MPI_Comm_size(file_comm(state, project), &ranks));
   read_state(reader, refs, strict, ranks, loaded);

@@ -234,6 +234,8 @@ void State::barrier(MPI_Comm comm, const std::string& what) const {
 
 void State::wait_for_everyone() const { barrier(world_, "wait_for_everyone (barrier over all processes)"); }
 
+void State::wait_for_everyone(std::string_view what) const { barrier(world_, std::string(what)); }
+
 void State::wait_for_node() const {
   barrier(node_, "barrier over the processes of node " + std::to_string(node_index_));
 }

@@ -3,8 +3,10 @@
 // state, schedule, data position, RNG), numbering and rotation continue,
 // and bad loads fail with the reason on every rank.
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -233,6 +235,27 @@ TEST(AcceleratorCheckpoint, MissingCheckpointAndUnsupportedOptimizerAreClearErro
   message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.save_state(); });
   EXPECT_NE(message.find("SGD, Adam, AdamW, Adagrad and RMSprop"), std::string::npos) << message;
   EXPECT_FALSE(accelerator.latest_checkpoint().has_value());  // nothing half-written became visible
+  acc::testing::remove_shared_directory(project);
+}
+
+// The Accelerate idiom `if is_main_process: save_state()` is wrong here (the
+// save is parallel): it must end in a TimeoutError that says so, not a hang.
+TEST(AcceleratorCheckpoint, SaveStateOnTheMainProcessOnlyIsATimeoutNotAHang) {
+  if (world_size() < 2) GTEST_SKIP() << "needs a second rank";
+  const fs::path project = acc::testing::shared_temp_directory("main_only");
+  acc::Accelerator accelerator({.project_config = {.project_dir = project.string(), .automatic_checkpoint_naming = true},
+                                .init_kwargs = {.timeout = std::chrono::seconds(1)}});
+  auto net = std::make_shared<Net>(1);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  if (accelerator.is_main_process()) {
+    const auto message = acc::testing::error_of<acc::TimeoutError>([&] { accelerator.save_state(); });
+    EXPECT_NE(message.find("save_state, which every process must call"), std::string::npos) << message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the main process has timed out
+  if (!accelerator.is_main_process()) accelerator.wait_for_everyone();  // completes its pending barrier
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(fs::exists(project / "checkpoints" / "checkpoint_0"));
   acc::testing::remove_shared_directory(project);
 }
 

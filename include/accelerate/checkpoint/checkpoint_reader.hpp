@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -57,6 +58,9 @@ struct ReaderOptions {
   /// many as the cores the rank owns (its CPU affinity, or its share of the
   /// host's cores when ranks are not bound), at most 8.
   int read_threads = 0;
+  /// How long a rank waits in the checksum exchange of a load for the
+  /// slowest rank before throwing TimeoutError (a rank that never arrives).
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 
 enum class EntryKind { Replicated, PerRank, PerRankBytes };

@@ -88,6 +88,9 @@ class State {
   // --- process control (seeds: wait_for_everyone, print, …) ----------------
   /// Barrier over all processes; throws TimeoutError after timeout().
   void wait_for_everyone() const;
+  /// The same barrier, whose TimeoutError names `what`: the collective call
+  /// some process never reached (e.g. one called only on the main process).
+  void wait_for_everyone(std::string_view what) const;
   /// Barrier over the processes of this node only.
   void wait_for_node() const;
   /// Prints `text` and a newline on the main process only.
