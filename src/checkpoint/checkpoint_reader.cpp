@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <set>

@@ -130,7 +130,6 @@ struct LocalRecord {
   std::string read_error;             // why that item could not be read
 
   explicit LocalRecord(std::size_t items) : values(2 * items + 1, 0) { values.back() = items; }
-  [[nodiscard]] std::size_t items() const { return (values.size() - 1) / 2; }
   [[nodiscard]] std::uint64_t unreadable() const { return values.back(); }
 
   // Pieces of an item arrive in byte order, so the CRCs chain with the combination rule.
@@ -223,8 +222,6 @@ class BatchRanges {
     bytes_.resize(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) bytes_[i] = items[i].bytes;
   }
-
-  [[nodiscard]] std::uint64_t total() const { return total_; }
 
   [[nodiscard]] std::vector<Piece> pieces_of(int range, bool checksum) const {
     const std::uint64_t granules = (total_ + kRangeGranule - 1) / kRangeGranule;

@@ -48,9 +48,10 @@ enum class ShareSpread {
 struct ReaderOptions {
   MPI_Comm comm = MPI_COMM_WORLD;
   std::filesystem::path file;
-  /// Reads (a tensor, or a load_into() batch) smaller than this are done
-  /// whole by every rank (no data exchange); larger ones in shares that are
-  /// then exchanged.
+  /// Across hosts (kBroadcast), reads (a tensor, or a load_into() batch)
+  /// smaller than this are done whole by every rank (no broadcast); larger
+  /// ones in shares that are then broadcast. Datasets HDF5 must convert use
+  /// it on one host too.
   std::size_t split_threshold = std::size_t{1} << 20;
   bool verify_checksums = true;
   ShareSpread spread = ShareSpread::kAuto;
