@@ -304,7 +304,7 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
   }
   CheckpointReader reader({.comm = file_comm(state, project),
                            .file = file,
-                           .timeout = std::chrono::duration_cast<std::chrono::milliseconds>(state.timeout())});
+                           .timeout = state.timeout()});
   int ranks = 1;
   ACCELERATE_MPI_CHECK(MPI_Comm_size(file_comm(state, project), &ranks));
   read_state(reader, refs, strict, ranks, loaded);

@@ -200,40 +200,7 @@ TEST(CheckpointIo, ReshardsOntoOtherRankCounts) {
   cleanup(dir);
 }
 
-// Flip bytes inside one dataset of a real file: the read fails on every rank
-// with an error naming the file and the dataset.
-TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
-  const fs::path dir = shared_directory("corrupt");
-  const fs::path file = dir / "state.h5";
-  write_sample_file(MPI_COMM_WORLD, file, 3);
-  if (world_rank() == 0) {
-    haddr_t offset = HADDR_UNDEF;
-    {
-      const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-      const hid_t d = H5Dopen2(f, "model/large_float", H5P_DEFAULT);
-      offset = H5Dget_offset(d);
-      H5Dclose(d);
-      H5Fclose(f);
-    }
-    ASSERT_NE(offset, HADDR_UNDEF);
-    std::fstream stream(file, std::ios::in | std::ios::out | std::ios::binary);
-    stream.seekp(static_cast<std::streamoff>(offset + 123457));
-    const char garbage[3] = {'\x5a', '\x11', '\x7f'};
-    stream.write(garbage, sizeof garbage);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
-  // Undamaged datasets still read.
-  EXPECT_TRUE(at::equal(reader.read_replicated("model/float_2d"), sample(at::kFloat, {7, 5}, 3)));
-  const std::string message =
-      error_of<accelerate::Hdf5Error>([&] { (void)reader.read_replicated("model/large_float"); });
-  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
-  EXPECT_NE(message.find("/model/large_float"), std::string::npos) << message;
-  EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
-  cleanup(dir);
-}
-
-// Overwrites `count` bytes of dataset `name` of `file` at `at` (rank 0 only).
+// Overwrites two bytes of dataset `name` of `file` at byte `at` of its data (rank 0 only).
 void damage_dataset(const fs::path& file, const std::string& name, std::uint64_t at) {
   if (world_rank() != 0) return;
   const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -246,6 +213,25 @@ void damage_dataset(const fs::path& file, const std::string& name, std::uint64_t
   stream.seekp(static_cast<std::streamoff>(offset + at));
   const char garbage[2] = {'\x5a', '\x11'};
   stream.write(garbage, sizeof garbage);
+}
+
+// Flip bytes inside one dataset of a real file: the read fails on every rank
+// with an error naming the file and the dataset.
+TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
+  const fs::path dir = shared_directory("corrupt");
+  const fs::path file = dir / "state.h5";
+  write_sample_file(MPI_COMM_WORLD, file, 3);
+  damage_dataset(file, "model/large_float", 123457);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+  // Undamaged datasets still read.
+  EXPECT_TRUE(at::equal(reader.read_replicated("model/float_2d"), sample(at::kFloat, {7, 5}, 3)));
+  const std::string message =
+      error_of<accelerate::Hdf5Error>([&] { (void)reader.read_replicated("model/large_float"); });
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("/model/large_float"), std::string::npos) << message;
+  EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
+  cleanup(dir);
 }
 
 // A batch of several MiB, so that rank ranges and thread parts both cut
