@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>  // renameat2
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -57,6 +58,20 @@ void throw_if_any_failed(MPI_Comm comm, const std::string& problem, std::string_
               std::to_string(first) + ": " + text);
 }
 
+// Hidden siblings of a checkpoint directory during a commit: the staged new
+// one (".<name>.tmp-<nonce>") and, on file systems without an atomic
+// exchange, the old one moved aside (".<name>.old-<nonce>").
+std::vector<fs::path> siblings(const fs::path& final_directory, std::string_view infix) {
+  std::vector<fs::path> found;
+  const fs::path parent = final_directory.parent_path().empty() ? fs::path(".") : final_directory.parent_path();
+  const std::string prefix = "." + final_directory.filename().string() + std::string(infix);
+  std::error_code error;
+  for (fs::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().filename().string().rfind(prefix, 0) == 0) found.push_back(it->path());
+  }
+  return found;
+}
+
 std::string make_nonce() {
   std::random_device device;
   std::mt19937_64 engine((static_cast<std::uint64_t>(device()) << 32) ^ device() ^
@@ -96,6 +111,36 @@ Json manifest_json(const Manifest& manifest) {
       {"created", Json(manifest.created)},
       {"files", Json(std::move(files))},
   });
+}
+
+// Puts the committed staging directory under the final name. Where the
+// final name exists (overwrite), the two are exchanged in one atomic step
+// (renameat2 RENAME_EXCHANGE), so that the name always holds a complete
+// checkpoint, and the old one is removed afterwards. File systems without
+// the exchange (some network file systems) get two renames, old aside then
+// new in place; a crash between them leaves both hidden siblings, which
+// recover_interrupted_commit() puts back. "" on success, else the reason.
+std::string move_into_place(const fs::path& staging, const fs::path& final_directory) {
+  std::error_code error;
+  if (fs::exists(final_directory, error)) {
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_directory.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(staging, error);  // now the old checkpoint
+      return "";
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+      return "cannot exchange '" + staging.string() + "' with '" + final_directory.string() + "': " + std::strerror(errno);
+    }
+    const fs::path aside = final_directory.parent_path() / ("." + final_directory.filename().string() + ".old-" + make_nonce());
+    fs::rename(final_directory, aside, error);
+    if (error) return "cannot move '" + final_directory.string() + "' aside: " + error.message();
+    fs::rename(staging, final_directory, error);
+    if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+    fs::remove_all(aside, error);
+    return "";
+  }
+  fs::rename(staging, final_directory, error);
+  if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+  return "";
 }
 
 }  // namespace
@@ -179,6 +224,24 @@ std::vector<fs::path> rotate_checkpoints(const fs::path& root, int total_limit, 
   }
   if (!removed.empty()) sync_path(root, true);
   return removed;
+}
+
+std::optional<std::string> recover_interrupted_commit(const fs::path& final_directory) {
+  std::error_code error;
+  if (fs::exists(final_directory, error)) return std::nullopt;
+  // A staged directory with a complete manifest was committed in all but
+  // its name: every rank had agreed on success before the manifest was written.
+  for (const std::string_view infix : {".tmp-", ".old-"}) {
+    for (const fs::path& candidate : siblings(final_directory, infix)) {
+      if (!read_complete_manifest(candidate)) continue;
+      fs::rename(candidate, final_directory, error);
+      if (error) continue;
+      sync_path(final_directory.parent_path().empty() ? fs::path(".") : final_directory.parent_path(), true);
+      return std::string(infix == ".tmp-" ? "completed the interrupted commit of " : "restored the previous ") +
+             "checkpoint '" + final_directory.string() + "' from '" + candidate.filename().string() + "'";
+    }
+  }
+  return std::nullopt;
 }
 
 StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOptions& options)
@@ -270,19 +333,8 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     }
     if (problem.empty()) problem = sync_path(manifest_path, false);
     if (problem.empty()) problem = sync_path(staging_, true);
-    fs::path trash;
-    std::error_code error;
-    if (problem.empty() && fs::exists(final_, error)) {  // overwrite: move the old one aside first
-      trash = final_.parent_path() / ("." + final_.filename().string() + ".old-" + make_nonce());
-      fs::rename(final_, trash, error);
-      if (error) problem = "cannot move '" + final_.string() + "' aside: " + error.message();
-    }
-    if (problem.empty()) {
-      fs::rename(staging_, final_, error);
-      if (error) problem = "cannot rename '" + staging_.string() + "' to '" + final_.string() + "': " + error.message();
-    }
+    if (problem.empty()) problem = move_into_place(staging_, final_);
     if (problem.empty()) problem = sync_path(final_.parent_path().empty() ? fs::path(".") : final_.parent_path(), true);
-    if (!trash.empty()) fs::remove_all(trash, error);
   }
   throw_if_any_failed(options_.world, problem, "committing " + final_.string());
   committed_ = true;

@@ -122,9 +122,11 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
       return -1;
     }
     std::vector<std::int64_t> shape(dims.begin(), dims.end());
+    // Every kind by name: an unknown one (a newer writer, or damage) must
+    // never be read as some other layout.
     if (kind == "replicated") {
       entry.info.kind = EntryKind::Replicated;
-    } else {
+    } else if (kind == "per_rank" || kind == "per_rank_bytes") {
       entry.info.kind = kind == "per_rank" ? EntryKind::PerRank : EntryKind::PerRankBytes;
       entry.info.rows = shape.empty() ? 0 : shape.front();
       if (!shape.empty()) shape.erase(shape.begin());
@@ -133,6 +135,11 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
       if (entry.info.kind == EntryKind::PerRankBytes) {
         entry.lengths = attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "lengths", where), {});
       }
+    } else {
+      context.error = "dataset '/" + std::string(name) + "' has the unknown kind '" + kind +
+                      "' (known: replicated, per_rank, per_rank_bytes). The file was written by a newer "
+                      "Accelerate-HPC or is damaged; read it with the version that wrote it";
+      return -1;
     }
     entry.info.spec.shape = std::move(shape);
     if (entry.info.kind == EntryKind::Replicated) locate_raw_bytes(dataset.get(), entry, where);

@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -294,6 +295,11 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
   // One reader per file group looks, not every rank (metadata load on a parallel file system).
   int file_rank = 0;
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(file_comm(state, project), &file_rank));
+  if (file_rank == 0) {
+    if (const auto recovered = recover_interrupted_commit(loaded.directory)) {
+      std::cerr << accelerate::detail::where() << " load_state: " << *recovered << "\n";
+    }
+  }
   int complete = file_rank != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
   int all_complete = 0;
   ACCELERATE_MPI_CHECK(MPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, state.world_comm()));

@@ -55,7 +55,7 @@ std::vector<int64_t> block_sizes(const at::Tensor& input, int parts, const char*
 
 ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options)
     : name_(std::move(name)), timeout_(options.timeout.value_or(state.timeout())) {
-  debug_mode_ = options.debug_mode.value_or(EnvConfig::from_environment().debug_mode);
+  debug_mode_ = options.debug_mode.value_or(EnvConfig::from_environment().debug_mode.value_or(false));
   ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));

@@ -8,6 +8,13 @@
 namespace accelerate {
 
 DataLoader::iterator DataLoader::begin() {
+  // Accelerate's iteration counter: a loop that re-enters the loader after a
+  // complete pass, without set_epoch, gets the next epoch's order rather than
+  // silently repeating the last one. An abandoned pass does not count.
+  if (epoch_completed_) {
+    epoch_completed_ = false;
+    position_.start_epoch(position_.epoch + 1);
+  }
   if (rng_synchronizer_) rng_synchronizer_->synchronize();
   in_pass_ = true;
   if (listener_ != nullptr) listener_->pass_started(*this);
@@ -33,6 +40,7 @@ void DataLoader::set_epoch(std::int64_t epoch) {
     detail::loader_error("DataLoader::set_epoch", "the epoch is " + std::to_string(epoch) +
                                                       ", but epochs count from 0.");
   }
+  epoch_completed_ = false;
   if (resume_pending_ && epoch == position_.epoch) return;
   drop_pass();
   resume_pending_ = false;
@@ -44,6 +52,7 @@ void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
   const LoaderState saved = LoaderState::from_state_dict(dict);
   const ResumePoint at = resume_point(saved, total_batch_size(), shard_options(), position_.dataset_size);
   drop_pass();
+  epoch_completed_ = false;
   position_.seed = saved.seed;
   position_.epoch = at.epoch;
   position_.samples_consumed = at.batch_index * total_batch_size();
@@ -75,6 +84,7 @@ void DataLoader::finish_pass(std::int64_t handed_out) {
   position_.samples_consumed = handed_out * total_batch_size();
   end_of_dataloader_ = true;
   if (in_pass_) {
+    epoch_completed_ = true;
     in_pass_ = false;
     if (listener_ != nullptr) listener_->pass_finished(*this);
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "accelerate/random/seed.hpp"
 
 namespace accelerate::detail {
 
@@ -14,6 +15,10 @@ std::uint64_t choose_data_seed(const DataLoaderConfiguration& config, bool shuff
                                int num_processes, std::string_view component) {
   if (config.data_seed) return *config.data_seed;
   if (!shuffle) return 0;
+  // set_seed(s) makes the run a function of s, the data order included; the
+  // base seed excludes the device-specific offset, so it is the same on
+  // every rank (docs/data-loading.md, "The data seed").
+  if (const std::optional<std::uint64_t> seeded = base_seed()) return *seeded;
   if (state == nullptr && num_processes > 1) {
     throw ConfigError(where() + " " + std::string(component) + ": shuffle without a data_seed on " +
                       std::to_string(num_processes) +

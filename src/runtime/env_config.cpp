@@ -8,9 +8,9 @@ namespace accelerate {
 EnvConfig EnvConfig::from_environment() {
   EnvConfig config;
   config.mixed_precision = env_choice("ACCELERATE_MIXED_PRECISION", {"no", "fp16", "bf16"});
-  config.debug_mode = env_flag("ACCELERATE_DEBUG_MODE", false);
-  config.use_cpu = env_flag("ACCELERATE_USE_CPU", false);
-  config.cpu_affinity = env_flag("ACCELERATE_CPU_AFFINITY", false);
+  config.debug_mode = env_bool("ACCELERATE_DEBUG_MODE");
+  config.use_cpu = env_bool("ACCELERATE_USE_CPU");
+  config.cpu_affinity = env_bool("ACCELERATE_CPU_AFFINITY");
   if (auto steps = env_int("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", 1, 1 << 30)) {
     config.gradient_accumulation_steps = static_cast<int>(*steps);
   }

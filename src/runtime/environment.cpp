@@ -74,9 +74,11 @@ std::optional<std::string> get_env(const std::string& name) {
   return std::string(value);
 }
 
-bool env_flag(const std::string& name, bool fallback) {
+bool env_flag(const std::string& name, bool fallback) { return env_bool(name).value_or(fallback); }
+
+std::optional<bool> env_bool(const std::string& name) {
   const auto value = get_env(name);
-  if (!value || value->empty()) return fallback;
+  if (!value || value->empty()) return std::nullopt;
   const std::string v = to_lower(*value);
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;

@@ -2,34 +2,10 @@
 
 #include <iostream>
 
-#include "accelerate/runtime/env_config.hpp"
-
 namespace accelerate {
-namespace {
-
-std::string_view level_name(LogLevel level) {
-  switch (level) {
-    case LogLevel::Debug: return "DEBUG";
-    case LogLevel::Info: return "INFO";
-    case LogLevel::Warning: return "WARNING";
-    case LogLevel::Error: return "ERROR";
-  }
-  return "?";
-}
-
-LogLevel parse_level(const std::string& text) {
-  if (text == "debug") return LogLevel::Debug;
-  if (text == "warning") return LogLevel::Warning;
-  if (text == "error") return LogLevel::Error;
-  return LogLevel::Info;
-}
-
-}  // namespace
 
 Logger::Logger(const State& state, std::string name, std::ostream* sink)
-    : state_(state), name_(std::move(name)), sink_(sink != nullptr ? sink : &std::cerr) {
-  if (auto level = EnvConfig::from_environment().log_level) level_ = parse_level(*level);
-}
+    : state_(state), name_(std::move(name)), sink_(sink != nullptr ? sink : &std::cerr), level_(state.log_level()) {}
 
 void Logger::log(LogLevel level, std::string_view message, LogOptions options) const {
   if (options.main_process_only) {
@@ -50,7 +26,7 @@ void Logger::log(LogLevel level, std::string_view message, LogOptions options) c
 }
 
 void Logger::emit(LogLevel level, std::string_view message) const {
-  std::string line = "[rank " + std::to_string(state_.process_index()) + "] " + std::string(level_name(level)) +
+  std::string line = "[rank " + std::to_string(state_.process_index()) + "] " + std::string(to_string(level)) +
                      " " + name_ + ": " + std::string(message) + "\n";
   // One write per record keeps records from different threads whole.
   *sink_ << line << std::flush;

@@ -46,7 +46,7 @@ std::optional<int> cuda_index(const std::string& device) {
 // The GPU of every local rank when all ranks see the same devices and rank
 // r drives device r % count (State's choice); empty on CPU-only ranks.
 std::vector<std::string> gpu_ids_from_local_view(int num_local) {
-  if (EnvConfig::from_environment().use_cpu || detail::visible_cuda_devices() == 0) return {};
+  if (EnvConfig::from_environment().use_cpu.value_or(false) || detail::visible_cuda_devices() == 0) return {};
   const std::vector<std::string> visible = detail::visible_gpu_pci_bus_ids();
   if (visible.empty()) return {};
   std::vector<std::string> ids;
@@ -133,7 +133,7 @@ NumaBinding apply(const NumaAffinityOptions& options, int local, int num_local, 
     binding.intra_op_threads = intra_op_threads_for(options, binding.cores, binding.notes);
     if (binding.intra_op_threads > 0) at::set_num_threads(binding.intra_op_threads);
   }
-  if (options.verbose.value_or(EnvConfig::from_environment().debug_mode)) log_binding(binding);
+  if (options.verbose.value_or(EnvConfig::from_environment().debug_mode.value_or(false))) log_binding(binding);
   // Policy off changed nothing, so there is nothing to remember.
   if (binding.decision != AffinityDecision::Disabled) cache = binding;
   return binding;
@@ -217,8 +217,8 @@ NumaBinding set_numa_affinity(const State& state, NumaAffinityOptions options) {
   return apply(options, state.local_process_index(), state.num_local_processes(), std::move(gpu_ids), use_cache);
 }
 
-std::optional<NumaBinding> apply_configured_numa_affinity(const State& state, bool enabled_by_config) {
-  if (!enabled_by_config && !EnvConfig::from_environment().cpu_affinity) return std::nullopt;
+std::optional<NumaBinding> apply_configured_numa_affinity(const State& state, std::optional<bool> enabled) {
+  if (!enabled.value_or(EnvConfig::from_environment().cpu_affinity.value_or(false))) return std::nullopt;
   return set_numa_affinity(state);
 }
 

@@ -31,13 +31,6 @@ ThreadLevel from_mpi(int level) {
   return ThreadLevel::Single;
 }
 
-ThreadLevel parse_thread_level(const std::string& text) {
-  if (text == "single") return ThreadLevel::Single;
-  if (text == "serialized") return ThreadLevel::Serialized;
-  if (text == "multiple") return ThreadLevel::Multiple;
-  return ThreadLevel::Funneled;
-}
-
 void free_comm(MPI_Comm& comm) noexcept {
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   comm = MPI_COMM_NULL;
@@ -89,6 +82,16 @@ bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
 
 }  // namespace
 
+ThreadLevel parse_thread_level(std::string_view text) {
+  if (text == "single") return ThreadLevel::Single;
+  if (text == "funneled") return ThreadLevel::Funneled;
+  if (text == "serialized") return ThreadLevel::Serialized;
+  if (text == "multiple") return ThreadLevel::Multiple;
+  throw ConfigError("MPI thread level '" + std::string(text) +
+                    "' is not one of single, funneled, serialized, multiple (ACCELERATE_MPI_THREAD_LEVEL, the "
+                    "configuration file's mpi_thread_level).");
+}
+
 std::string_view to_string(ThreadLevel level) {
   switch (level) {
     case ThreadLevel::Single: return "MPI_THREAD_SINGLE";
@@ -100,25 +103,35 @@ std::string_view to_string(ThreadLevel level) {
 }
 
 State::State(StateOptions options) : host_(hostname()) {
+  // Explicit option > environment > default, setting by setting.
   const EnvConfig env = EnvConfig::from_environment();
-  if (env.use_cpu) options.cpu = true;
-  if (env.timeout) options.timeout = *env.timeout;
-  if (env.mpi_thread_level) options.thread_level = parse_thread_level(*env.mpi_thread_level);
-  if (env.emulated_ranks_per_node) options.emulated_ranks_per_node = *env.emulated_ranks_per_node;
-  timeout_ = options.timeout;
+  const bool cpu = options.cpu.value_or(env.use_cpu.value_or(false));
+  timeout_ = options.timeout.value_or(env.timeout.value_or(std::chrono::seconds(1800)));
+  thread_required_ = options.thread_level.value_or(
+      env.mpi_thread_level ? parse_thread_level(*env.mpi_thread_level) : ThreadLevel::Funneled);
+  emulated_ranks_per_node_ = options.emulated_ranks_per_node.value_or(env.emulated_ranks_per_node.value_or(0));
+  log_level_ = options.log_level.value_or(env.log_level ? parse_log_level(*env.log_level) : LogLevel::Info);
+  if (timeout_.count() <= 0) {
+    throw ConfigError("[" + host_ + "] accelerate::State: the timeout is " + std::to_string(timeout_.count()) +
+                      " s; barriers and collectives need a positive deadline.");
+  }
+  if (emulated_ranks_per_node_ < 0) {
+    throw ConfigError("[" + host_ + "] accelerate::State: emulated_ranks_per_node is " +
+                      std::to_string(emulated_ranks_per_node_) + "; use 0 (one node per host) or a positive size.");
+  }
 
   // Read the launcher's variables before MPI_Init: some MPI libraries add
   // their own on initialisation, and a GPU is best chosen before MPI starts.
   launcher_ = detect_launcher();
-  owns_mpi_ = init_or_adopt_mpi(options.thread_level, thread_provided_);
+  owns_mpi_ = init_or_adopt_mpi(thread_required_, thread_provided_);
   try {
     int world_rank = 0;
     int world_size = 0;
     ACCELERATE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     ACCELERATE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
     agree_on_launcher(options.comm, world_rank, world_size);
-    discover_layout(options.comm, options.emulated_ranks_per_node);
-    choose_device(options.cpu);
+    discover_layout(options.comm, emulated_ranks_per_node_);
+    choose_device(cpu);
   } catch (...) {
     release();
     throw;

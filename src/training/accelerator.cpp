@@ -30,9 +30,14 @@ ResolvedSettings settings_from(const AcceleratorOptions& options) {
 }
 
 StateOptions state_options(const ResolvedSettings& settings) {
+  // Every setting explicitly: the State would otherwise read the
+  // environment again and skip the configuration file.
   StateOptions state;
   state.cpu = settings.cpu;
   state.timeout = settings.timeout;
+  state.thread_level = settings.mpi_thread_level;
+  state.emulated_ranks_per_node = settings.emulated_ranks_per_node;
+  state.log_level = settings.log_level;
   return state;
 }
 

@@ -7,6 +7,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <limits>
 #include <new>
 #include <numeric>
@@ -15,6 +17,7 @@
 
 #include "accelerate/amp/grad_scaler.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/environment.hpp"
 #include "common/test_helpers.hpp"
 
 namespace {
@@ -367,6 +370,37 @@ TEST(Accelerator, FindExecutableBatchSizeAgreesAcrossRanks) {
     accelerator.find_executable_batch_size(4, [](int64_t) -> int { throw std::runtime_error("CUDA out of memory."); });
   });
   EXPECT_NE(message.find("down to 1"), std::string::npos) << message;
+}
+
+// Every key of the configuration file reaches the run: the State's settings
+// that only the environment and the file give (log_level, mpi_thread_level,
+// emulated_ranks_per_node) and the timeout, unless the environment says otherwise.
+TEST(Accelerator, TheConfigurationFileIsHonouredForEverySetting) {
+  const auto dir = acc::testing::shared_temp_directory("accelerator_config");
+  const auto path = dir / "config.yaml";
+  if (world_rank() == 0) {
+    std::ofstream(path) << "log_level: error\nmpi_thread_level: single\nemulated_ranks_per_node: 1\n"
+                           "timeout: 77\ndebug: true\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    acc::Accelerator accelerator({.config_file = path});
+    EXPECT_EQ(accelerator.state().log_level(), acc::LogLevel::Error);
+    EXPECT_EQ(accelerator.state().thread_level_required(), acc::ThreadLevel::Single);
+    EXPECT_EQ(accelerator.state().emulated_ranks_per_node(), 1);
+    EXPECT_EQ(accelerator.state().num_nodes(), world_size());
+    EXPECT_EQ(accelerator.state().timeout(), std::chrono::seconds(77));
+    EXPECT_TRUE(accelerator.process_group().debug_mode());
+  }
+  {
+    auto patch = acc::patch_environment({{"ACCELERATE_TIMEOUT", "33"}, {"ACCELERATE_LOG_LEVEL", "warning"}});
+    acc::Accelerator accelerator({.config_file = path});
+    EXPECT_EQ(accelerator.state().timeout(), std::chrono::seconds(33));  // the environment beats the file
+    EXPECT_EQ(accelerator.state().log_level(), acc::LogLevel::Warning);
+    acc::Accelerator explicit_timeout({.init_kwargs = {.timeout = std::chrono::seconds(1800)}, .config_file = path});
+    EXPECT_EQ(explicit_timeout.state().timeout(), std::chrono::seconds(1800));  // explicit beats both
+  }
+  acc::testing::remove_shared_directory(dir);
 }
 
 }  // namespace

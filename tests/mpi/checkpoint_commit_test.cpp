@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
@@ -110,6 +111,44 @@ TEST(CheckpointCommit, ExistingDirectoryIsKeptUnlessOverwriting) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(names_in(root), std::vector<std::string>{"checkpoint_0"});
   EXPECT_EQ(ckpt::read_complete_manifest(root / "checkpoint_0")->iteration, 7);
+  cleanup(root);
+}
+
+// A commit that overwrites on a file system without an atomic exchange moves
+// the old checkpoint aside before the new one takes its name; a crash between
+// the two leaves hidden siblings only. recover_interrupted_commit (run by
+// load_state) puts a complete checkpoint back under the name: the new one if
+// its commit had begun (complete manifest), else the old one; never a staging
+// directory whose save had not been agreed on.
+TEST(CheckpointCommit, InterruptedOverwriteIsRecoveredUnderItsName) {
+  const fs::path root = shared_directory("recover");
+  save(root / "ck", 1, std::nullopt);
+  save(root / "next", 2, std::nullopt);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    // The crash state: old aside, new staged and complete, no "ck".
+    fs::rename(root / "ck", root / ".ck.old-aaaa");
+    fs::rename(root / "next", root / ".ck.tmp-bbbb");
+    const auto done = ckpt::recover_interrupted_commit(root / "ck");
+    ASSERT_TRUE(done.has_value());
+    EXPECT_NE(done->find("completed the interrupted commit"), std::string::npos) << *done;
+    EXPECT_EQ(ckpt::read_complete_manifest(root / "ck")->iteration, 2);
+    EXPECT_FALSE(ckpt::recover_interrupted_commit(root / "ck").has_value());  // nothing left to do
+
+    // The crash came before the new one was complete: the old one returns.
+    fs::remove_all(root / "ck");
+    fs::create_directory(root / ".ck.tmp-cccc");
+    std::ofstream(root / ".ck.tmp-cccc" / "state.h5") << "partial";
+    const auto restored = ckpt::recover_interrupted_commit(root / "ck");
+    ASSERT_TRUE(restored.has_value());
+    EXPECT_NE(restored->find("restored the previous"), std::string::npos) << *restored;
+    EXPECT_EQ(ckpt::read_complete_manifest(root / "ck")->iteration, 1);
+
+    // Nothing complete to recover: the name stays absent.
+    fs::remove_all(root / "ck");
+    EXPECT_FALSE(ckpt::recover_interrupted_commit(root / "ck").has_value());
+    EXPECT_FALSE(fs::exists(root / "ck"));
+  }
   cleanup(root);
 }
 

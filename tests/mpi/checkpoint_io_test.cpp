@@ -234,6 +234,38 @@ TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
   cleanup(dir);
 }
 
+// An entry kind this version does not know (a newer writer, or damage) is an
+// error naming the file, the dataset and the kind; it is never read as
+// another layout.
+TEST(CheckpointIo, UnknownEntryKindIsAnError) {
+  const fs::path dir = shared_directory("unknown_kind");
+  const fs::path file = dir / "state.h5";
+  write_sample_file(MPI_COMM_WORLD, file, 5);
+  if (world_rank() == 0) {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "rng/state", H5P_DEFAULT);
+    ASSERT_GE(H5Adelete(d, "kind"), 0);
+    const std::string kind = "sharded_v9";
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, kind.size());
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t attribute = H5Acreate2(d, "kind", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Awrite(attribute, type, kind.data()), 0);
+    H5Aclose(attribute);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string message = error_of<accelerate::Hdf5Error>(
+      [&] { ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file}); });
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("/rng/state"), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown kind 'sharded_v9'"), std::string::npos) << message;
+  cleanup(dir);
+}
+
 // A batch of several MiB, so that rank ranges and thread parts both cut
 // tensors in the middle, loaded with each way of spreading the shares and
 // with one and with three reading threads per rank; then the same with one

@@ -23,6 +23,7 @@
 #include "accelerate/data/data_loader_shard.hpp"
 #include "accelerate/data/seedable_sampler.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/state.hpp"
 
 namespace {
@@ -267,7 +268,8 @@ TEST(DataLoaderShard, SameSeedSameOrderAndSetEpochChangesIt) {
   DataLoaderShard b(IndexDataset(40), state, options, config);
   const PassRecord a0 = run_pass(a);
   EXPECT_EQ(a0.batches, run_pass(b).batches);
-  EXPECT_EQ(a0.batches, run_pass(a).batches);  // another pass of the same epoch
+  a.set_epoch(0);
+  EXPECT_EQ(a0.batches, run_pass(a).batches);  // the same epoch again, when asked for
   a.set_epoch(1);
   b.set_epoch(1);
   const PassRecord a1 = run_pass(a);
@@ -510,6 +512,73 @@ TEST(DataLoaderShard, PlacementWithoutStateMatchesTheStateLoader) {
       accelerate::DataLoaderPlacement{state.num_processes(), state.process_index(), state.device()},
       {.batch_size = 2, .shuffle = true}, config);
   EXPECT_EQ(run_pass(with_state).batches, run_pass(with_placement).batches);
+}
+
+
+// Accelerate's iteration counter: a loop that re-enters the loader after a
+// complete pass gets the next epoch's order, not the same one again; an
+// abandoned pass does not count, and set_epoch still decides.
+TEST(DataLoaderShard, ReenteringAfterACompletePassMovesToTheNextEpoch) {
+  const State state;
+  DataLoaderConfiguration config;
+  config.data_seed = 31;
+  DataLoaderShard loader(IndexDataset(24), state, {.batch_size = 2, .shuffle = true}, config);
+  const std::int64_t n = 24;
+  auto stream_of = [](const PassRecord& record) { return global_stream(gather_batches(record.batches)); };
+  auto starts_with_order = [&](const Indices& stream, std::int64_t epoch) {
+    const Indices order = epoch_order(n, true, 31, epoch);
+    return stream.size() >= order.size() && std::equal(order.begin(), order.end(), stream.begin());
+  };
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 0));
+  EXPECT_EQ(loader.epoch(), 0);  // a finished pass leaves the epoch until the loop comes back
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 1));
+  EXPECT_EQ(loader.epoch(), 1);
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 2));
+  // An abandoned pass (break after the first batch) restarts the same epoch.
+  for (const Batch& batch : loader) {
+    (void)batch;
+    break;
+  }
+  EXPECT_EQ(loader.epoch(), 3);
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 3));
+  // set_epoch after a complete pass wins over the counter.
+  loader.set_epoch(1);
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 1));
+  // A state saved after a complete pass resumes at the next epoch, as the
+  // loop that saved it would have continued.
+  const auto saved = loader.state_dict();
+  DataLoaderShard resumed(IndexDataset(24), state, {.batch_size = 2, .shuffle = true}, config);
+  resumed.load_state_dict(saved);
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(resumed)), 2));
+  EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 2));
+}
+
+// docs/reproducibility.md: with set_seed(s) and no data_seed, the order is a
+// function of s - the same on every rank (device_specific seeds included),
+// the same in two runs, another for another seed.
+TEST(DataLoaderShard, SetSeedDecidesTheOrderWithoutADataSeed) {
+  const State state;
+  const DataLoaderOptions options{.batch_size = 2, .shuffle = true};
+  accelerate::set_seed(4242, /*device_specific=*/true, false, &state);
+  DataLoaderShard first(IndexDataset(30), state, options);
+  EXPECT_EQ(first.seed(), 4242U);
+  const auto seeds = all_gather({static_cast<std::int64_t>(first.seed())});
+  for (const auto& s : seeds) EXPECT_EQ(s, seeds.front());
+  const Indices order = global_stream(gather_batches(run_pass(first).batches));
+
+  accelerate::set_seed(4242);  // a second run of the same program
+  DataLoaderShard second(IndexDataset(30), state, options);
+  EXPECT_EQ(global_stream(gather_batches(run_pass(second).batches)), order);
+
+  accelerate::set_seed(4243);
+  DataLoaderShard other(IndexDataset(30), state, options);
+  EXPECT_NE(global_stream(gather_batches(run_pass(other).batches)), order);
+
+  // An explicit data_seed still wins over set_seed.
+  DataLoaderConfiguration config;
+  config.data_seed = 5;
+  DataLoaderShard explicit_seed(IndexDataset(30), state, options, config);
+  EXPECT_EQ(explicit_seed.seed(), 5U);
 }
 
 }  // namespace

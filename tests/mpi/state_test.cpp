@@ -113,6 +113,42 @@ TEST(State, CpuFlagForcesTheCpu) {
   EXPECT_EQ(from_env.device(), "cpu");
 }
 
+// explicit option > ACCELERATE_* variable > default, for every setting State reads.
+TEST(State, ExplicitOptionsBeatTheEnvironment) {
+  auto patch = accelerate::patch_environment({{"ACCELERATE_TIMEOUT", "30"},
+                                              {"ACCELERATE_LOG_LEVEL", "debug"},
+                                              {"ACCELERATE_EMULATED_RANKS_PER_NODE", "1"},
+                                              {"ACCELERATE_MPI_THREAD_LEVEL", "single"}});
+  const accelerate::State from_environment;
+  EXPECT_EQ(from_environment.timeout(), std::chrono::seconds(30));
+  EXPECT_EQ(from_environment.log_level(), accelerate::LogLevel::Debug);
+  EXPECT_EQ(from_environment.emulated_ranks_per_node(), 1);
+  EXPECT_EQ(from_environment.num_nodes(), world_size());
+  EXPECT_EQ(from_environment.thread_level_required(), accelerate::ThreadLevel::Single);
+
+  accelerate::StateOptions options;
+  options.timeout = std::chrono::seconds(1800);  // the default value, but explicit: it wins
+  options.log_level = accelerate::LogLevel::Error;
+  options.emulated_ranks_per_node = 0;
+  options.thread_level = accelerate::ThreadLevel::Funneled;
+  const accelerate::State explicit_options(options);
+  EXPECT_EQ(explicit_options.timeout(), std::chrono::seconds(1800));
+  EXPECT_EQ(explicit_options.log_level(), accelerate::LogLevel::Error);
+  EXPECT_EQ(explicit_options.emulated_ranks_per_node(), 0);
+  EXPECT_EQ(explicit_options.num_nodes(), 1);
+  EXPECT_EQ(explicit_options.thread_level_required(), accelerate::ThreadLevel::Funneled);
+}
+
+TEST(State, BadSettingsInTheEnvironmentAreNamed) {
+  auto patch = accelerate::patch_environment({{"ACCELERATE_LOG_LEVEL", "loud"}});
+  try {
+    const accelerate::State state;
+    FAIL() << "expected ConfigError";
+  } catch (const accelerate::ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("ACCELERATE_LOG_LEVEL"), std::string::npos) << error.what();
+  }
+}
+
 TEST(State, CanBeCreatedAndDestroyedRepeatedly) {
   for (int i = 0; i < 3; ++i) {
     const accelerate::State state;

@@ -95,9 +95,9 @@ TEST(EnvConfig, ReadsEveryAccelerateVariable) {
                                               {"ACCELERATE_EMULATED_RANKS_PER_NODE", "2"}});
   const auto config = accelerate::EnvConfig::from_environment();
   EXPECT_EQ(config.mixed_precision, "bf16");
-  EXPECT_TRUE(config.debug_mode);
-  EXPECT_TRUE(config.use_cpu);
-  EXPECT_TRUE(config.cpu_affinity);
+  EXPECT_EQ(config.debug_mode, true);
+  EXPECT_EQ(config.use_cpu, true);
+  EXPECT_EQ(config.cpu_affinity, true);
   EXPECT_EQ(config.gradient_accumulation_steps, 4);
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.timeout, std::chrono::seconds(30));
@@ -109,8 +109,9 @@ TEST(EnvConfig, DefaultsWhenUnset) {
   auto cleared = accelerate::clear_environment();
   const auto config = accelerate::EnvConfig::from_environment();
   EXPECT_FALSE(config.mixed_precision);
-  EXPECT_FALSE(config.debug_mode);
-  EXPECT_FALSE(config.use_cpu);
+  EXPECT_FALSE(config.debug_mode.has_value());  // unset, not false: the file may still decide
+  EXPECT_FALSE(config.use_cpu.has_value());
+  EXPECT_FALSE(config.cpu_affinity.has_value());
   EXPECT_FALSE(config.gradient_accumulation_steps);
   EXPECT_FALSE(config.timeout);
 }

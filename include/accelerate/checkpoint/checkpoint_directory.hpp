@@ -7,6 +7,13 @@
 // either the old set of checkpoints or the old set plus the new complete one;
 // readers only consider directories with a valid manifest. Rotation runs
 // after the commit and never removes the newest complete checkpoint.
+//
+// Overwriting a directory of the same name exchanges the old and the new one
+// atomically (renameat2 RENAME_EXCHANGE), so the name always holds a
+// complete checkpoint. Where the file system lacks the exchange, the old one
+// is moved aside first; a crash in that window leaves both as hidden
+// siblings, and recover_interrupted_commit() (run by load_state) restores
+// the name.
 #pragma once
 
 #include <mpi.h>
@@ -40,6 +47,13 @@ struct Manifest {
 /// The manifest of `directory`, or nullopt when it is absent, malformed, or
 /// lists a file that is missing or has another size (an incomplete checkpoint).
 std::optional<Manifest> read_complete_manifest(const std::filesystem::path& directory);
+
+/// When `final_directory` does not exist but a commit to it was interrupted
+/// (see above), puts the complete checkpoint back under its name: the new
+/// one if its staging directory holds a complete manifest, else the old one
+/// moved aside. Returns what was done, or nullopt when nothing was needed or
+/// possible. Local (not collective): one rank per file group calls it.
+std::optional<std::string> recover_interrupted_commit(const std::filesystem::path& final_directory);
 
 /// Complete checkpoints checkpoint_<i> directly under `root`, oldest first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);

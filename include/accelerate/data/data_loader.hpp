@@ -55,9 +55,11 @@ class DataLoader {
   iterator begin();
   [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
 
-  /// Moves to `epoch` (changes a shuffled order); the epoch never advances
-  /// by itself. After load_state_dict, setting the loaded epoch keeps the
-  /// resume position. Throws ConfigError for a negative epoch.
+  /// Moves to `epoch` (changes a shuffled order). Without set_epoch, the
+  /// epoch advances by one when begin() follows a complete pass (Accelerate's
+  /// iteration counter); a pass the loop abandoned does not advance it.
+  /// After load_state_dict, setting the loaded epoch keeps the resume
+  /// position. Throws ConfigError for a negative epoch.
   void set_epoch(std::int64_t epoch);
   [[nodiscard]] std::int64_t epoch() const noexcept { return position_.epoch; }
   /// True while the loop holds this process's last batch of the pass: set
@@ -129,6 +131,7 @@ class DataLoader {
  private:
   std::shared_ptr<detail::RngSynchronizer> rng_synchronizer_;
   bool resume_pending_ = false;  // load_state_dict ran; the next pass continues it
+  bool epoch_completed_ = false;  // the last pass ran to its end; the next begin() moves to the next epoch
   bool in_pass_ = false;
   PassListener* listener_ = nullptr;
 };

@@ -72,8 +72,8 @@ class DataLoaderShard final : public DataLoader {
  public:
 
   /// Collective over state.world_comm() when the seed must be drawn (shuffle
-  /// with a seedable sampler and no data_seed): rank 0 draws it and
-  /// broadcasts it. Throws ConfigError for an unknown dataset size, a batch
+  /// with a seedable sampler, no data_seed, and no set_seed before): rank 0
+  /// draws it and broadcasts it. Throws ConfigError for an unknown dataset size, a batch
   /// size below 1, bad worker options, or options this loader does not offer.
   DataLoaderShard(Dataset dataset, const State& state, DataLoaderOptions options = {},
                   DataLoaderConfiguration config = {})

@@ -14,9 +14,11 @@ namespace accelerate {
 
 struct EnvConfig {
   std::optional<std::string> mixed_precision;  ///< ACCELERATE_MIXED_PRECISION: no | fp16 | bf16
-  bool debug_mode = false;                     ///< ACCELERATE_DEBUG_MODE: cross-rank checks before collectives
-  bool use_cpu = false;                        ///< ACCELERATE_USE_CPU: force the CPU device
-  bool cpu_affinity = false;                   ///< ACCELERATE_CPU_AFFINITY: bind ranks to NUMA domains
+  // Unset variables are nullopt (not false), so that a setting the
+  // environment does not give falls through to the configuration file.
+  std::optional<bool> debug_mode;              ///< ACCELERATE_DEBUG_MODE: cross-rank checks before collectives
+  std::optional<bool> use_cpu;                 ///< ACCELERATE_USE_CPU: force the CPU device
+  std::optional<bool> cpu_affinity;            ///< ACCELERATE_CPU_AFFINITY: bind ranks to NUMA domains
   std::optional<int> gradient_accumulation_steps;  ///< ACCELERATE_GRADIENT_ACCUMULATION_STEPS
   std::optional<std::string> log_level;            ///< ACCELERATE_LOG_LEVEL: debug | info | warning | error
   std::optional<std::chrono::seconds> timeout;     ///< ACCELERATE_TIMEOUT: collective timeout in seconds

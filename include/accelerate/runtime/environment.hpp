@@ -53,6 +53,8 @@ std::optional<std::string> get_env(const std::string& name);
 /// Boolean variable: 1/true/yes/on and 0/false/no/off (any case); unset or
 /// empty gives `fallback`; anything else throws ConfigError naming the variable.
 bool env_flag(const std::string& name, bool fallback);
+/// The same, with nullopt for an unset or empty variable.
+std::optional<bool> env_bool(const std::string& name);
 
 /// Integer variable within [min, max]; unset gives nullopt; junk or out of range throws ConfigError.
 std::optional<long long> env_int(const std::string& name, long long min, long long max);

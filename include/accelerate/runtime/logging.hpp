@@ -10,11 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "accelerate/runtime/log_level.hpp"
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
-
-enum class LogLevel { Debug = 10, Info = 20, Warning = 30, Error = 40 };
 
 struct LogOptions {
   bool main_process_only = true;
@@ -23,7 +22,9 @@ struct LogOptions {
 
 class Logger {
  public:
-  /// Level defaults to ACCELERATE_LOG_LEVEL, else Info. Records go to `sink`
+  /// Level defaults to the State's log_level() (StateOptions::log_level,
+  /// ACCELERATE_LOG_LEVEL, the configuration file through the Accelerator,
+  /// else Info). Records go to `sink`
   /// (stderr when null), which must outlive the logger.
   Logger(const State& state, std::string name, std::ostream* sink = nullptr);
 

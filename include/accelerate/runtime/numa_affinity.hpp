@@ -106,10 +106,10 @@ NumaBinding set_numa_affinity(const NumaAffinityOptions& options);
 /// binding (each rank sees only its own GPU) places ranks correctly.
 NumaBinding set_numa_affinity(const State& state, NumaAffinityOptions options = {});
 
-/// Binds when `enabled_by_config` or ACCELERATE_CPU_AFFINITY=1 (State
-/// overload, policy Respect, so collective over the node when it binds);
-/// returns nullopt when neither asks for it.
-std::optional<NumaBinding> apply_configured_numa_affinity(const State& state, bool enabled_by_config = false);
+/// Binds when `enabled` says so, or, when it is unset, when
+/// ACCELERATE_CPU_AFFINITY=1 (State overload, policy Respect, so collective
+/// over the node when it binds); returns nullopt when it does not bind.
+std::optional<NumaBinding> apply_configured_numa_affinity(const State& state, std::optional<bool> enabled = std::nullopt);
 
 /// The cached binding, if set_numa_affinity ran in this process.
 std::optional<NumaBinding> cached_numa_affinity();

@@ -19,10 +19,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "accelerate/runtime/distributed_type.hpp"
 #include "accelerate/runtime/launcher.hpp"
+#include "accelerate/runtime/log_level.hpp"
 
 namespace accelerate {
 
@@ -30,29 +32,43 @@ namespace accelerate {
 enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
 
 std::string_view to_string(ThreadLevel level);
+/// "single", "funneled", "serialized" or "multiple" (lower case, as
+/// ACCELERATE_MPI_THREAD_LEVEL and the configuration file take them);
+/// anything else is a ConfigError naming the value.
+ThreadLevel parse_thread_level(std::string_view text);
 
+/// Each setting left unset takes its ACCELERATE_* environment variable, else
+/// the default given here: explicit option > environment > default. (The
+/// Accelerator adds the configuration file between the environment and the
+/// default, and passes every setting explicitly.)
 struct StateOptions {
   /// Run on the CPU even when GPUs are visible (Accelerate's `cpu=True`).
-  bool cpu = false;
+  /// ACCELERATE_USE_CPU; default false.
+  std::optional<bool> cpu;
   /// Threading level required from MPI. FUNNELED: every MPI call the library
   /// makes comes from the thread that created State.
-  ThreadLevel thread_level = ThreadLevel::Funneled;
+  /// ACCELERATE_MPI_THREAD_LEVEL; default FUNNELED.
+  std::optional<ThreadLevel> thread_level;
   /// The communicator to run on (duplicated, never freed by State). Lets a
   /// coupled application give Accelerate-HPC a sub-communicator.
   MPI_Comm comm = MPI_COMM_WORLD;
   /// Timeout for barriers and other blocking collectives State runs.
-  std::chrono::seconds timeout = std::chrono::seconds(1800);
+  /// ACCELERATE_TIMEOUT; default 1800 s.
+  std::optional<std::chrono::seconds> timeout;
   /// Split each host into virtual nodes of this many consecutive local ranks
   /// (0 = one node per host). Emulates a multi-node layout on one machine.
-  int emulated_ranks_per_node = 0;
+  /// ACCELERATE_EMULATED_RANKS_PER_NODE; default 0.
+  std::optional<int> emulated_ranks_per_node;
+  /// Level of the Loggers built on this State. ACCELERATE_LOG_LEVEL; default Info.
+  std::optional<LogLevel> log_level;
 };
 
 class State {
  public:
   /// Initialises (or adopts) MPI and discovers the layout. Collective over
-  /// options.comm. Environment variables (ACCELERATE_USE_CPU,
-  /// ACCELERATE_TIMEOUT, ACCELERATE_MPI_THREAD_LEVEL,
-  /// ACCELERATE_EMULATED_RANKS_PER_NODE) override the matching options.
+  /// options.comm. Options left unset take their environment variables
+  /// (ACCELERATE_USE_CPU, ACCELERATE_TIMEOUT, ACCELERATE_MPI_THREAD_LEVEL,
+  /// ACCELERATE_EMULATED_RANKS_PER_NODE, ACCELERATE_LOG_LEVEL).
   explicit State(StateOptions options = {});
   ~State();
   State(const State&) = delete;
@@ -84,6 +100,12 @@ class State {
   [[nodiscard]] ThreadLevel thread_level_provided() const noexcept { return thread_provided_; }
   [[nodiscard]] const LauncherInfo& launcher() const noexcept { return launcher_; }
   [[nodiscard]] std::chrono::seconds timeout() const noexcept { return timeout_; }
+  /// The thread level that was required (StateOptions::thread_level).
+  [[nodiscard]] ThreadLevel thread_level_required() const noexcept { return thread_required_; }
+  /// Virtual node size (0: one node per host).
+  [[nodiscard]] int emulated_ranks_per_node() const noexcept { return emulated_ranks_per_node_; }
+  /// The level Loggers on this State start with.
+  [[nodiscard]] LogLevel log_level() const noexcept { return log_level_; }
 
   // --- process control (seeds: wait_for_everyone, print, …) ----------------
   /// Barrier over all processes; throws TimeoutError after timeout().
@@ -122,6 +144,9 @@ class State {
   std::string host_;
   LauncherInfo launcher_;
   std::chrono::seconds timeout_{1800};
+  ThreadLevel thread_required_ = ThreadLevel::Funneled;
+  int emulated_ranks_per_node_ = 0;
+  LogLevel log_level_ = LogLevel::Info;
   mutable bool abandoned_ = false;  // a barrier timed out: never free the communicators
 };
 

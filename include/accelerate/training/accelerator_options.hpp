@@ -23,6 +23,8 @@
 #include "accelerate/amp/mixed_precision.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
+#include "accelerate/runtime/log_level.hpp"
+#include "accelerate/runtime/state.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 #include "accelerate/training/gradient_state.hpp"
 
@@ -41,8 +43,9 @@ struct InitProcessGroupKwargs {
   /// Unset or "env://" (the launcher's environment). Anything else is a
   /// ConfigError: MPI already connected the processes.
   std::optional<std::string> init_method;
-  /// Deadline of every collective and barrier (seeds' default 1800 s).
-  std::chrono::seconds timeout{1800};
+  /// Deadline of every collective and barrier. Unset: ACCELERATE_TIMEOUT,
+  /// the configuration file's timeout, else the seeds' default 1800 s.
+  std::optional<std::chrono::seconds> timeout;
 };
 
 struct AcceleratorOptions {
@@ -99,10 +102,14 @@ struct ResolvedSettings {
   MixedPrecision mixed_precision = MixedPrecision::No;
   GradientAccumulationPlugin accumulation;
   bool numa_affinity = false;
-  /// Settings of the State and the process group that only the
-  /// configuration file supplies here (the State lets ACCELERATE_* override them).
   std::chrono::seconds timeout{1800};
-  std::optional<bool> debug_mode;
+  /// ACCELERATE_DEBUG_MODE / the file's debug: cross-rank checks before collectives.
+  bool debug_mode = false;
+  /// Settings only the environment and the file give (no Accelerator option):
+  /// passed to the State explicitly, so that the file is honoured too.
+  LogLevel log_level = LogLevel::Info;
+  ThreadLevel mpi_thread_level = ThreadLevel::Funneled;
+  int emulated_ranks_per_node = 0;
   /// Keys of the configuration file this library does not know (warned about).
   std::vector<std::string> ignored_config_keys;
 };
