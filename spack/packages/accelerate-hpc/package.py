@@ -54,7 +54,12 @@ class AccelerateHpc(CMakePackage):
 
     def torch_dir(self):
         """Directory holding TorchConfig.cmake: site-packages/torch/share/cmake/Torch
-        for a Spack-built py-torch, wherever it is for an external LibTorch."""
+        for a Spack-built py-torch, wherever it is for an external LibTorch.
+
+        Known locations are tried first, then a few fixed-depth patterns
+        (e.g. Debian's <prefix>/lib/<triplet>/cmake/Torch). Nothing walks the
+        prefix recursively: an external prefix such as /usr holds symbolic-link
+        cycles (/usr/lib/llvm-*/build) that make a recursive glob endless."""
         torch = self.spec["py-torch"]
         candidates = []
         try:
@@ -69,13 +74,25 @@ class AccelerateHpc(CMakePackage):
                     "site-packages", "torch", "share", "cmake", "Torch",
                 )
             )
-        candidates += [join_path(torch.prefix, "share", "cmake", "Torch")]
-        candidates += sorted(glob.glob(join_path(torch.prefix, "lib*", "**", "cmake", "Torch"), recursive=True))
+        candidates.append(join_path(torch.prefix, "share", "cmake", "Torch"))
         for path in candidates:
             if os.path.isfile(join_path(path, "TorchConfig.cmake")):
                 return path
+        patterns = [
+            join_path(torch.prefix, "lib*", "cmake", "Torch"),
+            join_path(torch.prefix, "lib*", "*", "cmake", "Torch"),
+            join_path(torch.prefix, "lib*", "python3*", "*-packages", "torch", "share", "cmake", "Torch"),
+            join_path(torch.prefix, "local", "lib*", "python3*", "*-packages", "torch", "share", "cmake", "Torch"),
+        ]
+        for pattern in patterns:
+            for path in sorted(glob.glob(pattern)):  # fixed depth: "*" never crosses a "/"
+                candidates.append(path)
+                if os.path.isfile(join_path(path, "TorchConfig.cmake")):
+                    return path
         raise InstallError(
-            "TorchConfig.cmake not found under {0}; looked in: {1}".format(torch.prefix, ", ".join(candidates))
+            "TorchConfig.cmake not found under {0}; looked in: {1} and the patterns {2}".format(
+                torch.prefix, ", ".join(candidates), ", ".join(patterns)
+            )
         )
 
     def cmake_args(self):
