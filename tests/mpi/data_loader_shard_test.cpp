@@ -345,8 +345,11 @@ TEST(DataLoaderShard, ResumeMidEpochGivesExactlyTheRemainingBatches) {
           EXPECT_TRUE(rest.end_flags.back());
         }
         EXPECT_EQ(resumed.seed(), 5U);
-        // After the resumed pass, a new pass starts the epoch again.
-        EXPECT_EQ(run_pass(resumed).batches, full.batches);
+        // The resumed pass completed epoch 3: the loop's next pass is epoch 4.
+        reference.set_epoch(4);
+        EXPECT_EQ(run_pass(resumed).batches, run_pass(reference).batches);
+        EXPECT_EQ(resumed.epoch(), 4);
+        reference.set_epoch(3);
       }
     }
   }
