@@ -23,9 +23,10 @@
 # next to gpu-run.log (everything this script ran), gpu-ctest.log and
 # gpu-LastTest.log (the output of every test). A missing prerequisite stops
 # the script with one line naming it.
-set -euo pipefail
+
 # The stage functions are called through step(); shellcheck cannot see that.
 # shellcheck disable=SC2317,SC2094
+set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=all
@@ -122,12 +123,15 @@ unpack() {
     ln -sfn "$kit/bin/$tool.openmpi" "$prefix/bin/$tool"
   done
   ln -sfn "$kit/bin/ompi_info" "$prefix/bin/ompi_info"
-  # h5pcc names its install prefix in plain text; the extra -l flags are only
-  # for static linking (the shared libhdf5 carries its own dependencies) and
-  # would need development symlinks the image may lack.
+  # h5pcc names its install prefix in plain text. It links the static
+  # libhdf5.a unless told otherwise (FindHDF5 compiles its probe without
+  # -shlib), which would need libcurl, libcrypto, libsz and libz development
+  # links the image may lack: this copy links the shared libhdf5, which
+  # carries its own dependencies, so the extra -l flags go.
   sed -e "s|^prefix=\"/usr\"|prefix=\"$kit\"|" \
       -e 's|^CCBASE=.*|CCBASE="mpicc"|' -e 's|^CLINKERBASE=.*|CLINKERBASE="mpicc"|' \
-      -e 's|^H5BLD_LIBS=.*|H5BLD_LIBS="-ldl -lm"|' \
+      -e 's|^STATIC_AVAILABLE=.*|STATIC_AVAILABLE="no"|' \
+      -e 's|^H5BLD_LIBS=.*|H5BLD_LIBS=""|' \
       "$kit/bin/h5pcc.openmpi" >"$prefix/bin/h5pcc"
   chmod +x "$prefix/bin/h5pcc"
   grep -q "^prefix=\"$kit\"" "$prefix/bin/h5pcc" || die "could not relocate h5pcc (its prefix line changed?)"
@@ -157,7 +161,8 @@ write_env() {
 # Open MPI and PMIx were built for /usr; these variables relocate them.
 export OPAL_PREFIX=$kit
 export OPAL_SYSCONFDIR=$prefix/etc/openmpi
-export PMIX_PREFIX=$kitlib/pmix2
+# PMIx names its libdir and datadir as absolute paths: they need their own variables.
+export PMIX_PREFIX=$kitlib/pmix2 PMIX_LIBDIR=$kitlib/pmix2/lib PMIX_DATADIR=$kitlib/pmix2/share
 export PATH=$prefix/bin:$kit/bin:\$PATH
 export LD_LIBRARY_PATH=$kitlib/openmpi/lib:$kitlib:$kitlib/pmix2/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 # As root, ranks beyond the cores, one node: shared memory and TCP only (no
@@ -316,6 +321,8 @@ mpi_smoke() {
 
 # ---------------------------------------------------------------- report
 write_report() {
+  # A report with a hole beats no report: nothing in here may stop the script.
+  set +e
   {
     echo "# Accelerate-HPC on a GPU: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
@@ -419,6 +426,7 @@ EOF
     echo
     echo "Full logs: gpu-run.log (every command), gpu-ctest.log, gpu-LastTest.log, gpu-jobs.log."
   } >"$report" 2>>"$log"
+  set -e
   note "report: $report"
 }
 
