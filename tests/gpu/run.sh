@@ -139,12 +139,13 @@ unpack() {
   # is taken from the image: the kit's older copy is moved aside so that
   # LD_LIBRARY_PATH does not put it in front of newer libraries that need
   # the image's. The MPI/HDF5 stack itself always comes from the kit.
-  local so name
+  local so name system_libs
   command -v ldconfig >/dev/null || { write_env; echo "$want" >"$stamp"; return 0; }
+  system_libs=$(ldconfig -p)  # read once: grep -q on a pipe would SIGPIPE it under pipefail
   while IFS= read -r so; do
     name=$(basename "$so")
     [[ $name =~ ^lib(mpi|open-pal|open-rte|mca_common|ompitrace|oshmem|hdf5|pmix|hwloc|event|gtest|gmock|sz|aec) ]] && continue
-    if ldconfig -p | grep -q "^[[:space:]]*$name "; then
+    if grep -q "^[[:space:]]*$name " <<<"$system_libs"; then
       mv "$so" "$prefix/shadowed/"
       echo "unpack: the image has $name; using the image's" >>"$log"
     fi
