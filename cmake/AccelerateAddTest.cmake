@@ -58,3 +58,7 @@ function(accelerate_add_mpi_test name)
     _accelerate_test_properties(${test} ${n} ${T_TIMEOUT} "mpi;${T_LABELS}")
   endforeach()
 endfunction()
+
+# The label `gpu` marks the tests that exercise CUDA, NCCL or a CUDA device
+# when one is visible (and skip those parts without one);
+# tests/gpu/run.sh runs `ctest -L gpu` on a machine with a GPU.

@@ -1,3 +1,3 @@
 # DistributedModel tests.
 accelerate_add_mpi_test(distributed_model_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/distributed_model_test.cpp
-                        NPROCS 1 2 4 TIMEOUT 180 LABELS training)
+                        NPROCS 1 2 4 TIMEOUT 180 LABELS training gpu)

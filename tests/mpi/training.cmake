@@ -1,9 +1,9 @@
 # training tests at 1, 2 and 4 ranks (include()d from CMakeLists.txt here).
 include(${CMAKE_CURRENT_LIST_DIR}/distributed_model.cmake)
 accelerate_add_mpi_test(accelerator_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_test.cpp
-                        NPROCS 1 2 4 TIMEOUT 240 LABELS training)
+                        NPROCS 1 2 4 TIMEOUT 240 LABELS training gpu)
 if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(accelerator_checkpoint_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_checkpoint_test.cpp
-                          NPROCS 1 2 4 TIMEOUT 240 LABELS training checkpoint)
+                          NPROCS 1 2 4 TIMEOUT 240 LABELS training checkpoint gpu)
 endif()
