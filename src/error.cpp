@@ -1,25 +1,16 @@
 #include "accelerate/error.hpp"
 
-#include <mpi.h>
-
 #include <cctype>
 
 #include "accelerate/runtime/host.hpp"
+#include "detail/mpi_runtime.hpp"
 
 namespace accelerate::detail {
 
 std::string where() {
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
   std::string text = "[";
-  if (initialized != 0 && finalized == 0) {
-    int rank = 0;
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    text += "rank " + std::to_string(rank) + "/" + std::to_string(size) + " on ";
+  if (const auto position = world_position()) {
+    text += "rank " + std::to_string(position->rank) + "/" + std::to_string(position->size) + " on ";
   }
   text += hostname();
   text += "]";

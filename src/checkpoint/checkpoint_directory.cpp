@@ -22,12 +22,14 @@
 #include "accelerate/error.hpp"
 #include "checkpoint/json.hpp"
 #include "checkpoint/timestamp.hpp"
-#include "detail/mpi_check.hpp"
+#include "detail/deadline_comm.hpp"
 
 namespace accelerate::checkpoint {
 
 namespace fs = std::filesystem;
 using detail::Json;
+using accelerate::detail::DeadlineComm;
+using accelerate::detail::Reduce;
 
 namespace {
 
@@ -43,17 +45,12 @@ std::string sync_path(const fs::path& path, bool directory) {
 
 // Throws on every rank when any rank has a non-empty `problem`, with the
 // first failing rank's text. Collective over `comm`.
-void throw_if_any_failed(MPI_Comm comm, const std::string& problem, std::string_view during) {
-  int rank = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  int first = problem.empty() ? INT_MAX : rank;
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+void throw_if_any_failed(const DeadlineComm& comm, const std::string& problem, std::string_view during) {
+  const std::string step = "checkpoint: " + std::string(during);
+  const int first = comm.all_reduce(problem.empty() ? INT_MAX : comm.rank(), Reduce::min, step + " (agreeing on success)");
   if (first == INT_MAX) return;
-  int length = static_cast<int>(problem.size());
-  ACCELERATE_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
   std::string text = problem;
-  text.resize(static_cast<std::size_t>(length));
-  ACCELERATE_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
+  comm.broadcast(text, first, step + " (the failing rank's reason)");
   throw Error(accelerate::detail::where() + " checkpoint: " + std::string(during) + " failed on rank " +
               std::to_string(first) + ": " + text);
 }
@@ -246,16 +243,12 @@ std::optional<std::string> recover_interrupted_commit(const fs::path& final_dire
 
 StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOptions& options)
     : final_(std::move(final_directory)), options_(options) {
-  int file_rank = 0;
-  int world_rank = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.file_comm, &file_rank));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.world, &world_rank));
-  leader_ = file_rank == 0;
+  const DeadlineComm world(options.world, options.timeout);
+  leader_ = DeadlineComm(options.file_comm, options.timeout).rank() == 0;
   if (final_.filename().empty()) final_ = final_.parent_path();  // "dir/" -> "dir"
 
-  char nonce[17] = {};
-  if (world_rank == 0) make_nonce().copy(nonce, 16);
-  ACCELERATE_MPI_CHECK(MPI_Bcast(nonce, sizeof nonce, MPI_CHAR, 0, options.world));
+  std::string nonce = world.rank() == 0 ? make_nonce() : std::string();
+  world.broadcast(nonce, 0, "StagedCheckpoint: broadcast of the staging directory's name");
   staging_ = final_.parent_path() / ("." + final_.filename().string() + ".tmp-" + nonce);
 
   std::string problem;
@@ -271,7 +264,7 @@ StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOption
       if (error) problem = "cannot create '" + staging_.string() + "': " + error.message();
     }
   }
-  throw_if_any_failed(options.world, problem, "preparing " + final_.string());
+  throw_if_any_failed(world, problem, "preparing " + final_.string());
 }
 
 StagedCheckpoint::~StagedCheckpoint() {
@@ -292,11 +285,12 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
               << " s before commit" << std::endl;
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(pause)));
   }
+  const DeadlineComm world(options_.world, options_.timeout);
   std::string problem = local_ok ? "" : "this rank's part of the save failed (see its error above)";
   // Every rank flushes the file it wrote to: on parallel file systems a
   // client's fsync covers only the data that client wrote.
   if (problem.empty()) problem = sync_path(file_path(), false);
-  throw_if_any_failed(options_.world, problem, "writing " + final_.string());
+  throw_if_any_failed(world, problem, "writing " + final_.string());
 
   // With save_on_each_node on a file system the nodes share, several leaders
   // see one staging directory: the one with the lowest node index owns it.
@@ -315,7 +309,7 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     owner = lowest == (options_.save_on_each_node ? options_.node_index : -1);
     std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   }
-  ACCELERATE_MPI_CHECK(MPI_Barrier(options_.world));  // everyone looked before anyone renames
+  world.barrier("StagedCheckpoint::commit (barrier: every leader listed the files before the rename)");
 
   problem.clear();
   if (owner) {
@@ -336,11 +330,11 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     if (problem.empty()) problem = move_into_place(staging_, final_);
     if (problem.empty()) problem = sync_path(final_.parent_path().empty() ? fs::path(".") : final_.parent_path(), true);
   }
-  throw_if_any_failed(options_.world, problem, "committing " + final_.string());
+  throw_if_any_failed(world, problem, "committing " + final_.string());
   committed_ = true;
 
   if (owner && total_limit) rotate_checkpoints(final_.parent_path(), *total_limit, final_);
-  ACCELERATE_MPI_CHECK(MPI_Barrier(options_.world));
+  world.barrier("StagedCheckpoint::commit (barrier after the rotation of old checkpoints)");
 }
 
 }  // namespace accelerate::checkpoint

@@ -163,14 +163,10 @@ struct ReadPlan {
 
 constexpr int kMaxReadThreads = 8;
 
-ReadPlan plan_reads(const ReaderOptions& options) {
-  MPI_Comm host = MPI_COMM_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(options.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  int host_size = 0;
-  int size = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(host, &host_size));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
-  ACCELERATE_MPI_CHECK(MPI_Comm_free(&host));
+// Runs right after the reader's agreed open, so every rank is here.
+ReadPlan plan_reads(const ReaderOptions& options, const DeadlineComm& comm) {
+  const int host_size = comm.ranks_on_this_host();
+  const int size = comm.size();
   ReadPlan plan;
   switch (options.spread) {
     case ShareSpread::kPageCache: plan.spread = Spread::kPageCache; break;
@@ -213,7 +209,10 @@ class ReadOnlyDescriptor {
 }  // namespace
 
 struct CheckpointReader::Impl {
+  explicit Impl(const ReaderOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
+
   ReaderOptions options;
+  DeadlineComm comm;  // every step the reader takes outside HDF5
   int rank = 0;
   int size = 1;
   File file;
@@ -288,7 +287,7 @@ struct CheckpointReader::Impl {
       found.push_back(&check_destination(name, destination));
       description += " '" + name + "'";
     }
-    require_same_on_all_ranks(options.comm, description, call);
+    require_same_on_all_ranks(comm, description, call);
     // Plain CPU memory is read into directly; anything else through a CPU copy.
     std::vector<at::Tensor> targets;
     std::vector<DirectRead> direct;
@@ -303,13 +302,12 @@ struct CheckpointReader::Impl {
       direct_index.push_back(i);
     }
     if (!direct.empty()) {
-      const auto failure = read_direct({.comm = options.comm,
+      const auto failure = read_direct({.comm = &comm,
                                         .fd = raw.get(),
                                         .threads = plan.threads,
                                         .split_threshold = options.split_threshold,
                                         .verify_checksums = options.verify_checksums,
-                                        .spread = plan.spread,
-                                        .timeout = options.timeout},
+                                        .spread = plan.spread},
                                        direct);
       if (failure) {
         const std::size_t i = direct_index[failure->item];
@@ -355,7 +353,7 @@ struct CheckpointReader::Impl {
       s.read_range(name, type.get(), share.begin, share.count, mine,
                    [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); });
       if (s.options.verify_checksums) {
-        const std::uint32_t computed = combine_crc_in_rank_order(s.options.comm, crc32c(mine, share_bytes), share_bytes);
+        const std::uint32_t computed = combine_crc_in_rank_order(s.comm, crc32c(mine, share_bytes), share_bytes);
         if (computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
       }
       // Every rank gets the shares the others read.
@@ -373,15 +371,16 @@ struct CheckpointReader::Impl {
           counts[static_cast<std::size_t>(r)] =
               static_cast<int>(offsets[static_cast<std::size_t>(r) + 1] - offsets[static_cast<std::size_t>(r)]);
         }
-        ACCELERATE_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, base, counts.data(), displs.data(), MPI_BYTE,
-                                            s.options.comm));
+        s.comm.all_gather_bytes_in_place(base, counts.data(), displs.data(),
+                                         "checkpoint read of '" + name + "' (all-gather of the shares)");
       } else {
         constexpr std::int64_t kPiece = std::int64_t{1} << 30;
         for (int r = 0; r < s.size; ++r) {
           for (std::int64_t at = offsets[static_cast<std::size_t>(r)]; at < offsets[static_cast<std::size_t>(r) + 1];
                at += kPiece) {
             const std::int64_t length = std::min(kPiece, offsets[static_cast<std::size_t>(r) + 1] - at);
-            ACCELERATE_MPI_CHECK(MPI_Bcast(base + at, static_cast<int>(length), MPI_BYTE, r, s.options.comm));
+            s.comm.broadcast_bytes(base + at, static_cast<int>(length), r,
+                                   "checkpoint read of '" + name + "' (broadcast of rank " + std::to_string(r) + "'s share)");
           }
         }
       }
@@ -389,13 +388,13 @@ struct CheckpointReader::Impl {
   }
 };
 
-CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::make_unique<Impl>()) {
+CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::make_unique<Impl>(options)) {
   Impl& s = *impl_;
-  s.options = options;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &s.rank));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &s.size));
   std::error_code ignored;
-  if (!all_ranks_agree(options.comm, std::filesystem::is_regular_file(options.file, ignored))) {
+  // Also the deadline barrier before H5Fopen, which is collective inside
+  // HDF5 and cannot time out: a rank that never comes is named here.
+  if (!all_ranks_agree(s.comm, std::filesystem::is_regular_file(options.file, ignored),
+                       "CheckpointReader (does the file exist on every rank?)")) {
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
                     "' does not exist on every rank. With save_on_each_node=false the checkpoint directory must "
                     "be on a file system all ranks share.");
@@ -403,13 +402,13 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   s.file = open_parallel_file(options.comm, options.file);
   s.raw = ReadOnlyDescriptor(options.file);
   const int open_error = s.raw.get() >= 0 ? 0 : errno;
-  if (!all_ranks_agree(options.comm, s.raw.get() >= 0)) {
+  if (!all_ranks_agree(s.comm, s.raw.get() >= 0, "CheckpointReader (could every rank open the file?)")) {
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
                     "' cannot be opened for reading on every rank (" +
                     (open_error == 0 ? std::string("see the other ranks' errors") : std::strerror(open_error)) +
                     "). Check its permissions.");
   }
-  s.plan = plan_reads(options);
+  s.plan = plan_reads(options, s.comm);
   s.transfer = collective_transfer(false);
   const hid_t root = s.file.get();
   const std::string where = options.file.string();
@@ -500,7 +499,7 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
     throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
                       s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
   }
-  require_same_on_all_ranks(s.options.comm, "read per-rank '" + std::string(name) + "'", "read_per_rank");
+  require_same_on_all_ranks(s.comm, "read per-rank '" + std::string(name) + "'", "read_per_rank");
   at::Tensor result = at::empty(entry.info.spec.shape,
                                 at::TensorOptions().dtype(dtype_from_name(entry.info.spec.dtype, s.where(name))));
   std::vector<hsize_t> dims{static_cast<hsize_t>(entry.info.rows)};
@@ -514,7 +513,7 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   const auto computed = crc32c(result.data_ptr(), static_cast<std::size_t>(elements) * result.element_size());
   const auto stored = static_cast<std::uint32_t>(entry.row_crcs.at(static_cast<std::size_t>(row)));
   const bool ok = !s.options.verify_checksums || computed == stored;
-  if (!all_ranks_agree(s.options.comm, ok)) {
+  if (!all_ranks_agree(s.comm, ok, "read_per_rank (did every rank read its row?)")) {
     if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
                     std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
@@ -534,7 +533,7 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
     throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
                       s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
   }
-  require_same_on_all_ranks(s.options.comm, "read per-rank bytes '" + std::string(name) + "'",
+  require_same_on_all_ranks(s.comm, "read per-rank bytes '" + std::string(name) + "'",
                             "read_per_rank_bytes");
   const std::int64_t width = entry.info.spec.shape.empty() ? 0 : entry.info.spec.shape.front();
   std::vector<std::byte> row_bytes(static_cast<std::size_t>(width));
@@ -546,7 +545,7 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
   const auto computed = crc32c(row_bytes.data(), row_bytes.size());
   const auto stored = static_cast<std::uint32_t>(entry.row_crcs.at(static_cast<std::size_t>(row)));
   const bool ok = !s.options.verify_checksums || computed == stored;
-  if (!all_ranks_agree(s.options.comm, ok)) {
+  if (!all_ranks_agree(s.comm, ok, "read_per_rank_bytes (did every rank read its row?)")) {
     if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
                     std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");

@@ -43,7 +43,10 @@ at::Tensor host_contiguous(const at::Tensor& tensor) {
 }  // namespace
 
 struct CheckpointWriter::Impl {
+  explicit Impl(const WriterOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
+
   WriterOptions options;
+  DeadlineComm comm;  // every step the writer takes outside HDF5
   int rank = 0;
   int size = 1;
   File file;
@@ -87,12 +90,11 @@ struct CheckpointWriter::Impl {
 };
 
 CheckpointWriter::CheckpointWriter(const WriterOptions& options, const CheckpointInfo& info)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>(options)) {
   Impl& s = *impl_;
-  s.options = options;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &s.rank));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &s.size));
-  require_same_on_all_ranks(options.comm, options.file.string(), "CheckpointWriter (file name)");
+  // Also the deadline barrier before H5Fcreate, which is collective inside
+  // HDF5 and cannot time out: a rank that never comes is named here.
+  require_same_on_all_ranks(s.comm, options.file.string(), "CheckpointWriter (file name)");
   s.assigned_bytes.assign(static_cast<std::size_t>(s.size), 0);
   s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment});
   s.transfer = collective_transfer(options.two_phase_io);
@@ -119,10 +121,8 @@ CheckpointWriter::CheckpointWriter(const WriterOptions& options, const Checkpoin
   write_attribute(root, "mixed_precision", info.mixed_precision, where);
   // Every rank must write identical metadata: rank 0's clock decides.
   std::string created = utc_now();
-  char stamp[32] = {};
-  created.copy(stamp, sizeof stamp - 1);
-  ACCELERATE_MPI_CHECK(MPI_Bcast(stamp, sizeof stamp, MPI_CHAR, 0, options.comm));
-  write_attribute(root, "created", std::string(stamp), where);
+  s.comm.broadcast(created, 0, "CheckpointWriter: broadcast of the creation time from rank 0");
+  write_attribute(root, "created", created, where);
 }
 
 CheckpointWriter::~CheckpointWriter() = default;
@@ -130,7 +130,7 @@ CheckpointWriter::~CheckpointWriter() = default;
 void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor& tensor) {
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
-  require_same_on_all_ranks(s.options.comm, describe("replicated", name, tensor), "write_replicated");
+  require_same_on_all_ranks(s.comm, describe("replicated", name, tensor), "write_replicated");
   const at::Tensor data = host_contiguous(tensor);
   const std::int64_t elements = data.numel();
   const std::size_t element_size = data.element_size();
@@ -159,7 +159,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
                       [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); }, name);
   }
   s.written += share_bytes;
-  const std::uint32_t crc = combine_crc_in_rank_order(s.options.comm, local_crc, share_bytes);
+  const std::uint32_t crc = combine_crc_in_rank_order(s.comm, local_crc, share_bytes);
   s.tag(dataset, name, data.scalar_type(), "replicated", crc);
   dataset.close(s.where(name));
 }
@@ -167,7 +167,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
 void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& tensor) {
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
-  require_same_on_all_ranks(s.options.comm, describe("per-rank", name, tensor), "write_per_rank");
+  require_same_on_all_ranks(s.comm, describe("per-rank", name, tensor), "write_per_rank");
   const at::Tensor data = host_contiguous(tensor);
   const std::int64_t elements = data.numel();
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(elements) * data.element_size();
@@ -182,7 +182,7 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
                       [&](hid_t space) { select_row(space, dims, s.rank); }, name);
   }
   s.written += row_bytes;
-  const std::vector<std::int64_t> row_crcs = all_gather(s.options.comm, row_crc);
+  const std::vector<std::int64_t> row_crcs = all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
   std::uint32_t crc = 0;
   for (const std::int64_t value : row_crcs) crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), row_bytes);
   s.tag(dataset, name, data.scalar_type(), "per_rank", crc);
@@ -193,8 +193,8 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
 void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<const std::byte> bytes) {
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
-  require_same_on_all_ranks(s.options.comm, "per-rank bytes '" + std::string(name) + "'", "write_per_rank_bytes");
-  const std::vector<std::int64_t> lengths = all_gather(s.options.comm, static_cast<std::int64_t>(bytes.size()));
+  require_same_on_all_ranks(s.comm, "per-rank bytes '" + std::string(name) + "'", "write_per_rank_bytes");
+  const std::vector<std::int64_t> lengths = all_gather(s.comm, static_cast<std::int64_t>(bytes.size()), "write_per_rank_bytes (all-gather of the lengths)");
   const std::int64_t width = *std::max_element(lengths.begin(), lengths.end());
   // Padded copy of this rank's row: these blobs are small (RNG, loader states).
   std::vector<std::uint8_t> row(static_cast<std::size_t>(width), 0);
@@ -208,7 +208,7 @@ void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<con
                       [&](hid_t space) { select_row(space, dims, s.rank); }, name);
   }
   s.written += row.size();
-  const std::vector<std::int64_t> row_crcs = all_gather(s.options.comm, row_crc);
+  const std::vector<std::int64_t> row_crcs = all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
   std::uint32_t crc = 0;
   for (const std::int64_t value : row_crcs) {
     crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), static_cast<std::uint64_t>(width));
@@ -222,7 +222,7 @@ void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<con
 void CheckpointWriter::set_attribute(std::string_view group, std::string_view name, const AttributeValue& value) {
   Impl& s = *impl_;
   if (!group.empty()) validate_dataset_name(group, s.options.file);
-  require_same_on_all_ranks(s.options.comm, "attribute '" + std::string(group) + "' '" + std::string(name) + "'",
+  require_same_on_all_ranks(s.comm, "attribute '" + std::string(group) + "' '" + std::string(name) + "'",
                             "set_attribute");
   const std::string where = s.where(group);
   if (group.empty()) {

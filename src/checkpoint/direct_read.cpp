@@ -11,11 +11,11 @@
 
 #include "accelerate/error.hpp"
 #include "checkpoint/crc32c.hpp"
-#include "detail/mpi_check.hpp"
-#include "detail/mpi_wait.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
+
+using accelerate::detail::DeadlineComm;
 
 constexpr std::string_view kVerdict =
     "the checksum exchange of a checkpoint load (every rank of the reader's communicator must load the same "
@@ -151,52 +151,25 @@ struct LocalRecord {
   }
 };
 
-// Owner of a committed MPI datatype.
-class TypeGuard {
- public:
-  explicit TypeGuard(MPI_Datatype type) : type_(type) {}
-  ~TypeGuard() { MPI_Type_free(&type_); }
-  TypeGuard(const TypeGuard&) = delete;
-  TypeGuard& operator=(const TypeGuard&) = delete;
-
- private:
-  MPI_Datatype type_;
-};
-
 struct Span {
   std::byte* data;
   std::uint64_t bytes;
 };
 
 // Broadcasts the memory `pieces` (the same lengths on every rank) from
-// `root`: a contiguous piece as is, several at once through one hindexed
-// datatype over their addresses, at most kMaxBroadcast bytes per call.
-void broadcast_pieces(MPI_Comm comm, int root, const std::vector<Span>& pieces) {
-  std::vector<int> lengths;
-  std::vector<MPI_Aint> addresses;
+// `root`, at most kMaxBroadcast bytes per call (several pieces at once).
+void broadcast_pieces(const DeadlineComm& comm, int root, const std::vector<Span>& pieces) {
+  std::vector<DeadlineComm::Span> group;
   std::uint64_t group_bytes = 0;
   auto flush = [&] {
-    if (lengths.size() == 1) {
-      ACCELERATE_MPI_CHECK(MPI_Bcast(reinterpret_cast<void*>(addresses.front()), lengths.front(), MPI_BYTE, root, comm));
-    } else if (!lengths.empty()) {
-      MPI_Datatype type;
-      ACCELERATE_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                                    addresses.data(), MPI_BYTE, &type));
-      TypeGuard guard(type);
-      ACCELERATE_MPI_CHECK(MPI_Type_commit(&type));
-      ACCELERATE_MPI_CHECK(MPI_Bcast(MPI_BOTTOM, 1, type, root, comm));
-    }
-    lengths.clear();
-    addresses.clear();
+    comm.broadcast_spans(group, root, "checkpoint load (broadcast of rank " + std::to_string(root) + "'s reads)");
+    group.clear();
     group_bytes = 0;
   };
   for (const Span& piece : pieces) {
     for (std::uint64_t done = 0; done < piece.bytes;) {
       const std::uint64_t take = std::min(piece.bytes - done, kMaxBroadcast - group_bytes);
-      MPI_Aint address;
-      ACCELERATE_MPI_CHECK(MPI_Get_address(piece.data + done, &address));
-      lengths.push_back(static_cast<int>(take));
-      addresses.push_back(address);
+      group.push_back({piece.data + done, static_cast<int>(take)});
       group_bytes += take;
       done += take;
       if (group_bytes == kMaxBroadcast) flush();
@@ -247,37 +220,19 @@ class BatchRanges {
   std::uint64_t total_ = 0;
 };
 
-// All-reduces `values` with `op`, or all-gathers them (MPI_OP_NULL), within
-// the timeout. Ranks that finish reading first wait here for the slowest,
-// yielding their core between polls (ranks may outnumber cores). On a
-// timeout the buffers stay allocated: MPI may still write into them.
-std::vector<std::uint64_t> exchange(const DirectReadOptions& options, std::vector<std::uint64_t> values, MPI_Op op) {
-  int size = 1;
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
-  struct Buffers {
-    std::vector<std::uint64_t> mine;
-    std::vector<std::uint64_t> all;
-  };
-  auto buffers = std::make_unique<Buffers>();
-  buffers->mine = std::move(values);
-  const int count = static_cast<int>(buffers->mine.size());
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (op == MPI_OP_NULL) {
-    buffers->all.resize(buffers->mine.size() * static_cast<std::size_t>(size));
-    ACCELERATE_MPI_CHECK(MPI_Iallgather(buffers->mine.data(), count, MPI_UINT64_T, buffers->all.data(), count,
-                                        MPI_UINT64_T, options.comm, &request));
-  } else {
-    buffers->all.resize(buffers->mine.size());
-    ACCELERATE_MPI_CHECK(MPI_Iallreduce(buffers->mine.data(), buffers->all.data(), count, MPI_UINT64_T, op,
-                                        options.comm, &request));
-  }
-  try {
-    accelerate::detail::wait_with_timeout(request, options.timeout, kVerdict, options.comm);
-  } catch (const TimeoutError&) {
-    (void)buffers.release();  // deliberately leaked: the request is still pending
-    throw;
-  }
-  return std::move(buffers->all);
+// The smallest of every rank's `value`. Ranks that finish reading first
+// wait here for the slowest, yielding their core between polls.
+std::uint64_t agree_on_minimum(const DirectReadOptions& options, std::uint64_t value) {
+  return options.comm->all_reduce(value, accelerate::detail::Reduce::min, kVerdict);
+}
+
+// Every rank's `values` (the same count everywhere), rank after rank. The
+// checksum record of a batch is small: two numbers per item.
+std::vector<std::uint64_t> gather_all(const DirectReadOptions& options, const std::vector<std::uint64_t>& values) {
+  std::vector<std::uint64_t> all(values.size() * static_cast<std::size_t>(options.comm->size()));
+  options.comm->all_gather_bytes(values.data(), static_cast<int>(values.size() * sizeof(std::uint64_t)), all.data(),
+                                 kVerdict);
+  return all;
 }
 
 // Every rank reads and checksums every item: no data exchange, one agreement on the verdict.
@@ -290,7 +245,7 @@ std::optional<DirectReadFailure> read_everything(const DirectReadOptions& option
   for (std::size_t i = 0; i < items.size() && first_bad == items.size() && options.verify_checksums; ++i) {
     if (record.values[2 * i] != items[i].stored_crc) first_bad = i;
   }
-  first_bad = exchange(options, {first_bad}, MPI_MIN).front();
+  first_bad = agree_on_minimum(options, first_bad);
   if (first_bad == items.size()) return std::nullopt;
   DirectReadFailure failure{first_bad, static_cast<std::uint32_t>(record.values[2 * first_bad]), {}};
   if (record.unreadable() == first_bad) {
@@ -304,10 +259,8 @@ std::optional<DirectReadFailure> read_everything(const DirectReadOptions& option
 }  // namespace
 
 std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, const std::vector<DirectRead>& items) {
-  int rank = 0;
-  int size = 1;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(options.comm, &rank));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(options.comm, &size));
+  const int rank = options.comm->rank();
+  const int size = options.comm->size();
   std::uint64_t total = 0;
   for (const DirectRead& item : items) total += item.bytes;
   if (size == 1 || (options.spread == Spread::kBroadcast && total < options.split_threshold)) {
@@ -331,7 +284,7 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
 
   // One exchange of every checksum of the batch.
   const std::size_t n = items.size();
-  const std::vector<std::uint64_t> all = exchange(options, record.values, MPI_OP_NULL);
+  const std::vector<std::uint64_t> all = gather_all(options, record.values);
   auto at = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * record.values.size() + k]; };
   std::uint64_t unreadable = n;
   for (int r = 0; r < size; ++r) unreadable = std::min(unreadable, at(r, 2 * n));
@@ -356,7 +309,7 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
     for (const Piece& piece : batch.pieces_of(r, false)) {
       spans.push_back({items[piece.item].destination + piece.begin, piece.bytes});
     }
-    broadcast_pieces(options.comm, r, spans);
+    broadcast_pieces(*options.comm, r, spans);
   }
   return std::nullopt;
 }

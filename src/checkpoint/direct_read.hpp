@@ -19,14 +19,13 @@
 // rank reads and checksums the whole batch itself.
 #pragma once
 
-#include <mpi.h>
-
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "detail/deadline_comm.hpp"
 
 namespace accelerate::checkpoint::detail {
 
@@ -44,14 +43,13 @@ enum class Spread {
 };
 
 struct DirectReadOptions {
-  MPI_Comm comm = MPI_COMM_NULL;
+  const accelerate::detail::DeadlineComm* comm = nullptr;  // the readers, and the deadline of their exchanges
   int fd = -1;  // the file, open for reading (POSIX reads: safe from several threads at any MPI thread level)
   int threads = 1;  // reading threads of this rank
   /// kBroadcast only: a smaller batch is read and checksummed whole by every rank.
   std::uint64_t split_threshold = 0;
   bool verify_checksums = true;
   Spread spread = Spread::kBroadcast;
-  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // of the checksum exchange
 };
 
 /// Why an item failed: a checksum mismatch, or the file could not be read.

@@ -16,6 +16,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "checkpoint/json.hpp"
+#include "detail/mpi_runtime.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -199,9 +200,7 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
   }
   if (state_file.extension() == ".h5" && fs::exists(state_file)) {
 #if ACCELERATE_HAVE_HDF5
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized == 0) {
+    if (!accelerate::detail::mpi_is_running()) {
       fail("reading the HDF5 checkpoint '" + state_file.string() +
            "' needs MPI (MPI-IO): create an accelerate::State first.");
     }

@@ -21,7 +21,7 @@
 #include "accelerate/random/rng_state.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "checkpoint/optimizer_state.hpp"
-#include "detail/mpi_check.hpp"
+#include "detail/deadline_comm.hpp"
 
 namespace accelerate::checkpoint {
 namespace fs = std::filesystem;
@@ -37,9 +37,11 @@ constexpr std::string_view kSaveStateIsCollective =
     "save_state, which every process must call (not only the main process: it writes in parallel),";
 constexpr std::string_view kLoadStateIsCollective = "load_state, which every process must call,";
 
-MPI_Comm file_comm(const State& state, const ProjectConfiguration& project) {
-  return project.save_on_each_node ? state.node_comm() : state.world_comm();
+accelerate::detail::DeadlineComm file_comm(const State& state, const ProjectConfiguration& project) {
+  return {project.save_on_each_node ? state.node_comm() : state.world_comm(), state.timeout()};
 }
+
+accelerate::detail::DeadlineComm world_comm(const State& state) { return {state.world_comm(), state.timeout()}; }
 
 void write_counters(CheckpointWriter& writer, const std::string& group, const CounterState& counters) {
   writer.set_attribute(group, "kind", std::string("counters"));
@@ -175,14 +177,6 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
   read_rng_states(reader);
 }
 
-std::string broadcast_string(MPI_Comm comm, std::string text) {
-  int length = static_cast<int>(text.size());
-  ACCELERATE_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
-  text.resize(static_cast<std::size_t>(length));
-  if (length > 0) ACCELERATE_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm));
-  return text;
-}
-
 }  // namespace
 
 std::string indexed_group(std::string_view base, std::size_t index) {
@@ -215,17 +209,19 @@ fs::path save_training_state(const State& state, ProjectConfiguration& project, 
 
   info.iteration = project.iteration;
   StagedCheckpoint staged(directory, {.world = state.world_comm(),
-                                      .file_comm = file_comm(state, project),
+                                      .file_comm = file_comm(state, project).get(),
                                       .save_on_each_node = project.save_on_each_node,
                                       .node_index = state.node_index(),
                                       .num_nodes = state.num_nodes(),
-                                      .overwrite = !project.automatic_checkpoint_naming});
+                                      .overwrite = !project.automatic_checkpoint_naming,
+                                      .timeout = state.timeout()});
   std::exception_ptr failure;
   try {
-    CheckpointWriter writer({.comm = file_comm(state, project),
+    CheckpointWriter writer({.comm = file_comm(state, project).get(),
                              .file = staged.file_path(),
                              .num_nodes = state.num_nodes(),
-                             .node_index = project.save_on_each_node ? state.node_index() : 0},
+                             .node_index = project.save_on_each_node ? state.node_index() : 0,
+                             .timeout = state.timeout()},
                             info);
     write_state(writer, refs);
     writer.close();
@@ -250,19 +246,17 @@ fs::path save_training_state(const State& state, ProjectConfiguration& project, 
 }
 
 std::optional<fs::path> find_latest_checkpoint(const State& state, const ProjectConfiguration& project) {
-  MPI_Comm comm = file_comm(state, project);
-  int rank = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const auto comm = file_comm(state, project);
   std::string found;
-  if (rank == 0 && !project.project_dir.empty()) {
+  if (comm.rank() == 0 && !project.project_dir.empty()) {
     if (const auto latest = latest_checkpoint(checkpoints_directory(project))) found = latest->string();
   }
-  found = broadcast_string(comm, found);
+  comm.broadcast(found, 0, "load_state (broadcast of the newest checkpoint's name)");
   // With node-local copies every node looked at its own disk: they must agree.
   const auto index = found.empty() ? std::optional<std::int64_t>() : checkpoint_index(found);
-  long long mine[2] = {index.value_or(-1), -index.value_or(-1)};
-  long long agreed[2] = {0, 0};
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(mine, agreed, 2, MPI_LONG_LONG, MPI_MAX, state.world_comm()));
+  long long agreed[2] = {index.value_or(-1), -index.value_or(-1)};
+  world_comm(state).all_reduce(agreed, 2, accelerate::detail::Reduce::max,
+                               "load_state (do all nodes hold the same newest checkpoint?)");
   if (agreed[0] != -agreed[1]) {
     throw ConfigError("load_state: the nodes do not hold the same newest checkpoint (this node's is " +
                       (found.empty() ? std::string("none") : found) +
@@ -293,27 +287,23 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
   const fs::path file = loaded.directory / state_file_name(project.save_on_each_node, state.node_index());
   // A directory without a valid manifest is not a checkpoint (an interrupted save, or a typo).
   // One reader per file group looks, not every rank (metadata load on a parallel file system).
-  int file_rank = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(file_comm(state, project), &file_rank));
-  if (file_rank == 0) {
+  if (file_comm(state, project).rank() == 0) {
     if (const auto recovered = recover_interrupted_commit(loaded.directory)) {
       std::cerr << accelerate::detail::where() << " load_state: " << *recovered << "\n";
     }
   }
-  int complete = file_rank != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
-  int all_complete = 0;
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, state.world_comm()));
+  const int complete = file_comm(state, project).rank() != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
+  const int all_complete = world_comm(state).all_reduce(complete, accelerate::detail::Reduce::min,
+                                                        "load_state (is the checkpoint complete on every rank?)");
   if (all_complete == 0) {
     throw ConfigError("load_state: '" + loaded.directory.string() +
                       "' is not a complete checkpoint on every rank (no manifest.json, or a file listed in it is "
                       "missing or truncated). Pass a checkpoint directory written by save_state.");
   }
-  CheckpointReader reader({.comm = file_comm(state, project),
+  CheckpointReader reader({.comm = file_comm(state, project).get(),
                            .file = file,
                            .timeout = state.timeout()});
-  int ranks = 1;
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(file_comm(state, project), &ranks));
-  read_state(reader, refs, strict, ranks, loaded);
+  read_state(reader, refs, strict, file_comm(state, project).size(), loaded);
   const CheckpointHeader& header = reader.header();
   loaded.step = header.step;
   loaded.iteration = header.iteration;

@@ -13,8 +13,10 @@
 #include "comm/debug_check.hpp"
 #include "comm/mpi/mpi_backend.hpp"
 #include "comm/object_serialization.hpp"
+#include "detail/arrival_board.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
+#include "detail/unique_comm.hpp"
 #if ACCELERATE_HAVE_NCCL
 #include "comm/nccl/nccl_backend.hpp"
 #endif
@@ -60,6 +62,7 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(control_, &size_));
+  control_board_ = detail::ArrivalBoard::attach(control_);
   const detail::TimeoutPolicy policy{timeout_, options.abort_on_timeout};
   mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, policy);
 #if ACCELERATE_HAVE_NCCL
@@ -77,9 +80,8 @@ ProcessGroup::~ProcessGroup() {
   // NCCL before MPI: its teardown may still need the MPI side alive.
   nccl_.reset();
   mpi_.reset();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized == 0 && control_ != MPI_COMM_NULL && !control_abandoned_) MPI_Comm_free(&control_);
+  control_board_.reset();  // detaches from control_, which must still exist
+  const detail::UniqueComm control(control_);  // freed unless a control operation timed out
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::world(const State& state, ProcessGroupOptions options) {
@@ -127,22 +129,14 @@ std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const 
   }
   const auto position = std::find(ranks.begin(), ranks.end(), state.process_index());
   const bool member = position != ranks.end();
-  MPI_Comm comm = MPI_COMM_NULL;
+  detail::UniqueComm comm;  // the group holds its own duplicates
   ACCELERATE_MPI_CHECK(MPI_Comm_split(state.world_comm(), member ? 0 : MPI_UNDEFINED,
-                                      member ? static_cast<int>(position - ranks.begin()) : 0, &comm));
+                                      member ? static_cast<int>(position - ranks.begin()) : 0, comm.out()));
   if (!member) return nullptr;
   std::string name = "group[";
   for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
   name += "]";
-  std::unique_ptr<ProcessGroup> group;
-  try {
-    group.reset(new ProcessGroup(state, comm, name, options));
-  } catch (...) {
-    MPI_Comm_free(&comm);
-    throw;
-  }
-  MPI_Comm_free(&comm);  // the group holds its own duplicates
-  return group;
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), name, options));
 }
 
 Backend& ProcessGroup::backend_for(const c10::Device& device) {
@@ -163,12 +157,7 @@ Backend& ProcessGroup::backend_for(const c10::Device& device) {
 }
 
 void ProcessGroup::wait_control(MPI_Request& request, std::chrono::milliseconds timeout, const std::string& what) {
-  try {
-    detail::wait_with_timeout(request, timeout, what, control_);
-  } catch (const TimeoutError&) {
-    control_abandoned_ = true;  // MPI may still progress it: keep the communicator
-    throw;
-  }
+  detail::wait_with_timeout(request, timeout, what, control_);
 }
 
 void ProcessGroup::wait_control(MPI_Request& request, const std::string& what) {
@@ -177,12 +166,7 @@ void ProcessGroup::wait_control(MPI_Request& request, const std::string& what) {
 
 void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule) {
   if (!debug_mode_) return;
-  try {
-    detail::verify_collective(control_, name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule), timeout_);
-  } catch (const TimeoutError&) {
-    control_abandoned_ = true;
-    throw;
-  }
+  detail::verify_collective(control_, name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule), timeout_);
 }
 
 // --- asynchronous ------------------------------------------------------------

@@ -1,13 +1,12 @@
 #include "accelerate/data/data_seed.hpp"
 
-#include <mpi.h>
-
 #include <chrono>
 #include <random>
 #include <string>
 
 #include "accelerate/error.hpp"
 #include "accelerate/random/seed.hpp"
+#include "detail/deadline_comm.hpp"
 
 namespace accelerate::detail {
 
@@ -33,13 +32,10 @@ std::uint64_t choose_data_seed(const DataLoaderConfiguration& config, bool shuff
            static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   if (state != nullptr && state->num_processes() > 1) {
-    const int rc = MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, state->world_comm());
-    if (rc != MPI_SUCCESS) {
-      throw MpiError(where() + " " + std::string(component) +
-                         ": broadcasting the data seed from rank 0 failed. Set DataLoaderConfiguration::data_seed "
-                         "to avoid the broadcast.",
-                     rc);
-    }
+    // Every rank builds the loader; one that does not leaves the others
+    // with a TimeoutError that names it. A fixed data_seed skips this step.
+    DeadlineComm(state->world_comm(), state->timeout())
+        .broadcast(seed, 0, std::string(component) + ": broadcast of the drawn data seed from rank 0");
   }
   return seed;
 }

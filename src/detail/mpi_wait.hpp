@@ -1,9 +1,7 @@
 // Completing a non-blocking MPI request with a deadline.
 //
-// Blocking MPI calls cannot time out, so every blocking collective the
-// library runs is issued non-blocking and completed here. On timeout the
-// request is left pending (MPI cannot cancel a collective) and TimeoutError
-// tells the caller to abort the job: the communicator is no longer usable.
+// The polling rhythm shared by every deadline wait, and a shorthand for
+// completing one request through DeadlineComm.
 #pragma once
 
 #include <mpi.h>
@@ -30,6 +28,9 @@ class PollBackoff {
   bool long_ = false;
 };
 
+/// Completes `request` on `comm` within `timeout` (DeadlineComm::complete);
+/// TimeoutError names `what` and, where `comm` carries an ArrivalBoard, the
+/// ranks that never arrived.
 void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what,
                        MPI_Comm comm);
 

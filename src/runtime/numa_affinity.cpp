@@ -15,8 +15,7 @@
 #include "accelerate/runtime/host.hpp"
 #include "accelerate/runtime/launcher.hpp"
 #include "accelerate/runtime/state.hpp"
-#include "detail/mpi_check.hpp"
-#include "detail/mpi_wait.hpp"
+#include "detail/deadline_comm.hpp"
 #include "runtime/device_probe.hpp"
 #include "runtime/numa_affinity_cache.hpp"
 #include "runtime/numa_affinity_gpu.hpp"
@@ -67,11 +66,8 @@ std::vector<std::string> gpu_ids_from_node(const State& state) {
     }
   }
   std::string all(static_cast<std::size_t>(width * state.num_local_processes()), '\0');
-  MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Iallgather(mine.data(), width, MPI_CHAR, all.data(), width, MPI_CHAR,
-                                      state.node_comm(), &request));
-  detail::wait_with_timeout(request, state.timeout(), "set_numa_affinity (all-gather of GPU bus ids)",
-                            state.node_comm());
+  detail::DeadlineComm(state.node_comm(), state.timeout())
+      .all_gather_bytes(mine.data(), width, all.data(), "set_numa_affinity (all-gather of GPU bus ids)");
   std::vector<std::string> ids;
   for (int r = 0; r < state.num_local_processes(); ++r) {
     std::string id(all.c_str() + static_cast<std::ptrdiff_t>(r) * width);

@@ -1,13 +1,12 @@
 #include "accelerate/runtime/process_control.hpp"
 
-#include <mpi.h>
-
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "detail/mpi_runtime.hpp"
 
 namespace accelerate {
 
@@ -37,7 +36,7 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
 
 void MainProcessFirst::barrier() const {
   if (scope_ == Scope::Global) {
-    state_.wait_for_everyone();
+    state_.wait_for_everyone("main_process_first (barrier over all processes)");
   } else {
     state_.wait_for_node();
   }
@@ -60,11 +59,7 @@ void abort_all(std::string_view message, int exit_code) noexcept {
     std::cerr << detail::where() << " aborting the job: " << message << std::endl;
   } catch (...) {
   }
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized != 0 && finalized == 0) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  detail::abort_running_mpi(exit_code);
   std::_Exit(exit_code);
 }
 

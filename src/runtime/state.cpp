@@ -7,8 +7,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/host.hpp"
+#include "detail/arrival_board.hpp"
+#include "detail/deadline_comm.hpp"
 #include "detail/mpi_check.hpp"
-#include "detail/mpi_wait.hpp"
+#include "detail/unique_comm.hpp"
 #include "runtime/device_probe.hpp"
 
 namespace accelerate {
@@ -31,8 +33,9 @@ ThreadLevel from_mpi(int level) {
   return ThreadLevel::Single;
 }
 
+// Frees `comm` under the rule for abandoned communicators (unique_comm.hpp).
 void free_comm(MPI_Comm& comm) noexcept {
-  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  const detail::UniqueComm owner(comm);
   comm = MPI_COMM_NULL;
 }
 
@@ -141,12 +144,12 @@ State::State(StateOptions options) : host_(hostname()) {
 State::~State() { release(); }
 
 void State::release() noexcept {
-  // Communicators first, then MPI itself, and only if State started it.
-  if (!abandoned_) {
-    free_comm(cross_node_);
-    free_comm(node_);
-    free_comm(world_);
-  }
+  // Boards (they detach from their communicators), communicators, then MPI
+  // itself, and only if State started it.
+  for (auto& board : boards_) board.reset();
+  free_comm(cross_node_);
+  free_comm(node_);
+  free_comm(world_);
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -183,16 +186,14 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(world_, &size_));
 
-  MPI_Comm host_comm = MPI_COMM_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host_comm));
+  detail::UniqueComm host_comm;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, host_comm.out()));
   if (emulated_ranks_per_node > 0) {
     int host_rank = 0;
-    ACCELERATE_MPI_CHECK(MPI_Comm_rank(host_comm, &host_rank));
-    const int code = MPI_Comm_split(host_comm, host_rank / emulated_ranks_per_node, rank_, &node_);
-    MPI_Comm_free(&host_comm);
-    ACCELERATE_MPI_CHECK(code);
+    ACCELERATE_MPI_CHECK(MPI_Comm_rank(host_comm.get(), &host_rank));
+    ACCELERATE_MPI_CHECK(MPI_Comm_split(host_comm.get(), host_rank / emulated_ranks_per_node, rank_, &node_));
   } else {
-    node_ = host_comm;
+    node_ = host_comm.release();
   }
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(node_, &local_rank_));
@@ -201,13 +202,14 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
   // Number the nodes by their local main process's rank: the local mains
   // form a communicator whose rank is the node index, which each local main
   // then shares with its node.
-  MPI_Comm leaders = MPI_COMM_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders));
   std::array<int, 2> node_info{0, 1};
-  if (leaders != MPI_COMM_NULL) {
-    MPI_Comm_rank(leaders, &node_info[0]);
-    MPI_Comm_size(leaders, &node_info[1]);
-    MPI_Comm_free(&leaders);
+  {
+    detail::UniqueComm leaders;
+    ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, leaders.out()));
+    if (leaders) {
+      MPI_Comm_rank(leaders.get(), &node_info[0]);
+      MPI_Comm_size(leaders.get(), &node_info[1]);
+    }
   }
   ACCELERATE_MPI_CHECK(MPI_Bcast(node_info.data(), 2, MPI_INT, 0, node_));
   node_index_ = node_info[0];
@@ -215,6 +217,9 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
 
   ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_, node_index_, &cross_node_));
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(cross_node_, MPI_ERRORS_RETURN));
+  boards_[0] = detail::ArrivalBoard::attach(world_);
+  boards_[1] = detail::ArrivalBoard::attach(node_);
+  boards_[2] = detail::ArrivalBoard::attach(cross_node_);
 }
 
 void State::choose_device(bool force_cpu) {
@@ -233,16 +238,7 @@ void State::choose_device(bool force_cpu) {
 }
 
 void State::barrier(MPI_Comm comm, const std::string& what) const {
-  MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm, &request));
-  try {
-    detail::wait_with_timeout(request, timeout_, what, comm);
-  } catch (const TimeoutError&) {
-    // MPI may still progress the abandoned barrier; freeing its
-    // communicator under it would crash the process later.
-    abandoned_ = true;
-    throw;
-  }
+  detail::DeadlineComm(comm, timeout_).barrier(what);
 }
 
 void State::wait_for_everyone() const { barrier(world_, "wait_for_everyone (barrier over all processes)"); }

@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -84,6 +85,9 @@ struct StagingOptions {
   int num_nodes = 1;
   /// Replace an existing directory of the same name (otherwise: ConfigError).
   bool overwrite = false;
+  /// Deadline of each collective step; a rank that does not arrive in time
+  /// becomes a TimeoutError naming it (save_state passes State::timeout()).
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 
 /// One save in progress. Collective construction and commit.

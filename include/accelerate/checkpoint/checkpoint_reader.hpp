@@ -59,8 +59,9 @@ struct ReaderOptions {
   /// many as the cores the rank owns (its CPU affinity, or its share of the
   /// host's cores when ranks are not bound), at most 8.
   int read_threads = 0;
-  /// How long a rank waits in the checksum exchange of a load for the
-  /// slowest rank before throwing TimeoutError (a rank that never arrives).
+  /// How long a rank waits in each collective step of a load (outside
+  /// HDF5) for the slowest rank before throwing TimeoutError, which names
+  /// the ranks that never arrived (load_state passes State::timeout()).
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -54,6 +55,9 @@ struct WriterOptions {
   /// contiguous share directly (H5FD_MPIO_INDIVIDUAL_IO), which avoids the
   /// aggregation buffers.
   bool two_phase_io = false;
+  /// Deadline of each collective step outside HDF5; a rank that does not
+  /// arrive in time becomes a TimeoutError naming it (save_state passes State::timeout()).
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 
 /// Training-loop position recorded in the root attributes.

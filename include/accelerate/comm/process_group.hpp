@@ -34,6 +34,9 @@
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
+namespace detail {
+class ArrivalBoard;
+}  // namespace detail
 
 struct ProcessGroupOptions {
   /// Deadline of every collective; unset takes the State's (ACCELERATE_TIMEOUT, default 1800 s).
@@ -134,7 +137,7 @@ class ProcessGroup {
   bool debug_mode_ = false;
   std::chrono::milliseconds timeout_;
   MPI_Comm control_ = MPI_COMM_NULL;
-  bool control_abandoned_ = false;  // a control operation timed out
+  std::unique_ptr<detail::ArrivalBoard> control_board_;  // names the ranks missing from a control step
   std::unique_ptr<Backend> mpi_;
   std::unique_ptr<Backend> nccl_;
 };

@@ -9,8 +9,9 @@
 //   node        ranks sharing a node (MPI_Comm_split_type SHARED)
 //   cross_node  ranks with the same local rank, one per node
 //
-// Teardown is explicit and ordered: the derived communicators are freed,
-// then MPI is finalised if State initialised it. Nothing is left to atexit.
+// Teardown is explicit and ordered: the derived communicators are freed
+// (unless a timed-out collective abandoned them), then MPI is finalised if
+// State initialised it. Nothing is left to atexit.
 // State is neither copyable nor movable; hold one for the program's life
 // (Accelerator does) or pass it by reference.
 #pragma once
@@ -27,6 +28,9 @@
 #include "accelerate/runtime/log_level.hpp"
 
 namespace accelerate {
+namespace detail {
+class ArrivalBoard;
+}  // namespace detail
 
 /// MPI threading levels, in increasing order of support.
 enum class ThreadLevel { Single, Funneled, Serialized, Multiple };
@@ -144,10 +148,12 @@ class State {
   std::string host_;
   LauncherInfo launcher_;
   std::chrono::seconds timeout_{1800};
+  // One per communicator above: a timeout on it names the ranks that never
+  // arrived (DeadlineComm finds them through the communicator).
+  std::unique_ptr<detail::ArrivalBoard> boards_[3];
   ThreadLevel thread_required_ = ThreadLevel::Funneled;
   int emulated_ranks_per_node_ = 0;
   LogLevel log_level_ = LogLevel::Info;
-  mutable bool abandoned_ = false;  // a barrier timed out: never free the communicators
 };
 
 }  // namespace accelerate

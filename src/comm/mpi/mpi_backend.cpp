@@ -60,20 +60,15 @@ Staged stage_output(const at::Tensor& tensor) {
 
 MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy)
     : group_(std::move(group)), policy_(policy) {
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-  board_ = std::make_unique<ArrivalBoard>(comm_);
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
+  board_ = std::make_unique<ArrivalBoard>(comm_.get());
   nonblocking_allreduce_tuned_ = tune_nonblocking_allreduce();
 }
 
-MpiBackend::~MpiBackend() {
-  board_.reset();  // its window lives on comm_
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized == 0 && comm_ != MPI_COMM_NULL && !*abandoned_) MPI_Comm_free(&comm_);
-}
+MpiBackend::~MpiBackend() = default;
 
 std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request, int64_t sequence,
                                        std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
@@ -81,7 +76,7 @@ std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request
   TimeoutPolicy policy = policy_;
   if (timeout) policy.timeout = *timeout;
   return std::make_unique<MpiWork>(std::move(label), request, std::move(keep_alive), std::move(epilogue),
-                                   board_.get(), sequence, group_, policy, abandoned_);
+                                   board_.get(), sequence, group_, policy, comm_.get());
 }
 
 void MpiBackend::check_root(int root, const char* operation) const {
@@ -100,7 +95,7 @@ std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduce
   const int count = mpi_count(buffer.data.numel(), "all_reduce");
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_, &request));
+  ACCELERATE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_.get(), &request));
   const bool average = options.op == ReduceOp::Avg;
   const int size = size_;
   auto epilogue = [buffer, average, size]() mutable {
@@ -128,9 +123,9 @@ void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions&
   // which the launcher turns into a job failure.
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_.get(), &request));
   post({"all_reduce", to_string(options.op), -1, &tensor}, request, sequence, {}, nullptr, options.timeout)->wait();
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_));
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.data.data_ptr(), count, type, op, comm_.get()));
   if (options.op == ReduceOp::Avg) buffer.data.div_(size_);
   if (buffer.staged()) buffer.original.copy_(buffer.data);
 }
@@ -144,7 +139,7 @@ std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastO
   const int count = mpi_count(buffer.data.numel(), "broadcast");
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibcast(buffer.data.data_ptr(), count, type, options.root, comm_, &request));
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(buffer.data.data_ptr(), count, type, options.root, comm_.get(), &request));
   const bool receiver = rank_ != options.root;
   auto epilogue = [buffer, receiver]() mutable {
     if (receiver && buffer.staged()) buffer.original.copy_(buffer.data);
@@ -167,7 +162,7 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(
-      MPI_Iallgather(in.data.data_ptr(), count, type, out.data.data_ptr(), count, type, comm_, &request));
+      MPI_Iallgather(in.data.data_ptr(), count, type, out.data.data_ptr(), count, type, comm_.get(), &request));
   auto epilogue = copy_back(out);
   return post({"all_gather", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
@@ -205,7 +200,7 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallgatherv(in.data.data_ptr(), element_counts[static_cast<std::size_t>(rank_)], type,
-                                       out.data.data_ptr(), element_counts.data(), displacements.data(), type, comm_,
+                                       out.data.data_ptr(), element_counts.data(), displacements.data(), type, comm_.get(),
                                        &request));
   auto epilogue = [out, layout]() mutable {
     if (out.staged()) out.original.copy_(out.data);
@@ -230,7 +225,7 @@ std::unique_ptr<Work> MpiBackend::gather(at::Tensor& output, const at::Tensor& i
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Igather(in.data.data_ptr(), count, type, root ? out.data.data_ptr() : nullptr, count, type,
-                                   options.root, comm_, &request));
+                                   options.root, comm_.get(), &request));
   auto epilogue = [out, root]() mutable {
     if (root && out.staged()) out.original.copy_(out.data);
   };
@@ -256,7 +251,7 @@ std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& 
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iscatter(root ? in.data.data_ptr() : nullptr, count, type, out.data.data_ptr(), count, type,
-                                    options.root, comm_, &request));
+                                    options.root, comm_.get(), &request));
   auto epilogue = copy_back(out);
   std::vector<at::Tensor> keep{out.original, out.data};
   if (root) keep.push_back(in.data);
@@ -279,7 +274,7 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(
-      MPI_Ireduce_scatter_block(in.data.data_ptr(), out.data.data_ptr(), count, type, op, comm_, &request));
+      MPI_Ireduce_scatter_block(in.data.data_ptr(), out.data.data_ptr(), count, type, op, comm_.get(), &request));
   const bool average = options.op == ReduceOp::Avg;
   const int size = size_;
   auto epilogue = [out, average, size]() mutable {
@@ -308,7 +303,7 @@ std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tenso
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(
-      MPI_Ialltoall(in.data.data_ptr(), block, type, out.data.data_ptr(), block, type, comm_, &request));
+      MPI_Ialltoall(in.data.data_ptr(), block, type, out.data.data_ptr(), block, type, comm_.get(), &request));
   auto epilogue = copy_back(out);
   return post({"all_to_all", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
@@ -317,7 +312,7 @@ std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tenso
 std::unique_ptr<Work> MpiBackend::barrier(const BarrierOptions& options) {
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_.get(), &request));
   return post({"barrier", {}, -1, nullptr}, request, sequence, {}, nullptr, options.timeout);
 }
 

@@ -12,7 +12,8 @@
 #include <string>
 
 #include "accelerate/comm/backend.hpp"
-#include "comm/mpi/arrival_board.hpp"
+#include "detail/arrival_board.hpp"
+#include "detail/unique_comm.hpp"
 #include "comm/mpi/mpi_types.hpp"
 #include "comm/mpi/mpi_work.hpp"
 
@@ -35,7 +36,7 @@ class MpiBackend final : public Backend {
   [[nodiscard]] std::string_view name() const override { return "mpi"; }
   [[nodiscard]] int rank() const override { return rank_; }
   [[nodiscard]] int size() const override { return size_; }
-  [[nodiscard]] MPI_Comm comm() const { return comm_; }
+  [[nodiscard]] MPI_Comm comm() const { return comm_.get(); }
 
   std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) override;
   void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) override;
@@ -59,16 +60,13 @@ class MpiBackend final : public Backend {
                              const Timeout& timeout);
   void check_root(int root, const char* operation) const;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  UniqueComm comm_;
   std::string group_;
   TimeoutPolicy policy_;
   int rank_ = 0;
   int size_ = 1;
   MpiTypeTable types_;
   std::unique_ptr<ArrivalBoard> board_;
-  // Set when an operation timed out: MPI may still progress it, so the
-  // communicator is deliberately never freed.
-  std::shared_ptr<bool> abandoned_ = std::make_shared<bool>(false);
   bool nonblocking_allreduce_tuned_ = false;
 };
 

@@ -4,9 +4,10 @@
 #include <sstream>
 
 #include "accelerate/error.hpp"
-#include "comm/mpi/arrival_board.hpp"
+#include "detail/arrival_board.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
+#include "detail/unique_comm.hpp"
 
 namespace accelerate {
 
@@ -40,7 +41,7 @@ const std::string& MpiWork::description() const {
 
 MpiWork::MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive,
                  std::function<void()> epilogue, const ArrivalBoard* board, int64_t sequence, std::string group,
-                 TimeoutPolicy policy, std::shared_ptr<bool> abandoned)
+                 TimeoutPolicy policy, MPI_Comm comm)
     : label_(std::move(label)),
       request_(request),
       keep_alive_(std::move(keep_alive)),
@@ -49,7 +50,7 @@ MpiWork::MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tens
       sequence_(sequence),
       group_(std::move(group)),
       policy_(policy),
-      abandoned_(std::move(abandoned)),
+      comm_(comm),
       posted_(std::chrono::steady_clock::now()) {}
 
 MpiWork::~MpiWork() {
@@ -112,7 +113,7 @@ void MpiWork::report_timeout(std::chrono::steady_clock::duration waited) {
   // never be freed. Leak them deliberately (the job is being torn down).
   static auto* abandoned_buffers = new std::vector<at::Tensor>();
   abandoned_buffers->insert(abandoned_buffers->end(), keep_alive_.begin(), keep_alive_.end());
-  if (abandoned_) *abandoned_ = true;
+  abandon(comm_);
   if (policy_.abort_job) {
     std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
     std::fflush(stderr);

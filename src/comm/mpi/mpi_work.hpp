@@ -45,7 +45,7 @@ class MpiWork final : public Work {
  public:
   MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive,
           std::function<void()> epilogue, const ArrivalBoard* board, int64_t sequence, std::string group,
-          TimeoutPolicy policy, std::shared_ptr<bool> abandoned);
+          TimeoutPolicy policy, MPI_Comm comm);
   ~MpiWork() override;
 
   bool is_completed() override;
@@ -66,7 +66,7 @@ class MpiWork final : public Work {
   int64_t sequence_;
   std::string group_;
   TimeoutPolicy policy_;
-  std::shared_ptr<bool> abandoned_;  // set on timeout: the communicator must never be freed
+  MPI_Comm comm_;  // abandoned on timeout (detail/unique_comm.hpp)
   std::chrono::steady_clock::time_point posted_;
   bool done_ = false;
   std::exception_ptr error_;

@@ -1,4 +1,4 @@
-#include "comm/mpi/arrival_board.hpp"
+#include "detail/arrival_board.hpp"
 
 #include <thread>
 #include <vector>
@@ -11,33 +11,61 @@ namespace {
 constexpr int kQueryTag = 1;
 constexpr int kAnswerTag = 2;
 
+// The attribute key under which a communicator carries its board; created
+// on first use (MPI must be running) and kept for the life of the process.
+int board_keyval() {
+  static const int keyval = [] {
+    int key = MPI_KEYVAL_INVALID;
+    ACCELERATE_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &key, nullptr));
+    return key;
+  }();
+  return keyval;
+}
+
 }  // namespace
 
 ArrivalBoard::ArrivalBoard(MPI_Comm comm) {
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
 }
 
 ArrivalBoard::~ArrivalBoard() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized == 0 && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (attached_to_ != MPI_COMM_NULL && mpi_is_running()) MPI_Comm_delete_attr(attached_to_, board_keyval());
+}
+
+std::unique_ptr<ArrivalBoard> ArrivalBoard::attach(MPI_Comm comm) {
+  auto board = std::make_unique<ArrivalBoard>(comm);
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_attr(comm, board_keyval(), board.get()));
+  board->attached_to_ = comm;
+  return board;
+}
+
+ArrivalBoard* ArrivalBoard::attached(MPI_Comm comm) noexcept {
+  if (comm == MPI_COMM_NULL) return nullptr;
+  void* value = nullptr;
+  int found = 0;
+  try {
+    if (MPI_Comm_get_attr(comm, board_keyval(), &value, &found) != MPI_SUCCESS) return nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+  return found != 0 ? static_cast<ArrivalBoard*>(value) : nullptr;
 }
 
 void ArrivalBoard::serve_queries() const {
   for (;;) {
     int pending = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, comm_, &pending, &status) != MPI_SUCCESS || pending == 0) return;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, comm_.get(), &pending, &status) != MPI_SUCCESS || pending == 0) return;
     int64_t ignored = 0;
-    MPI_Recv(&ignored, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, comm_, MPI_STATUS_IGNORE);
+    MPI_Recv(&ignored, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, comm_.get(), MPI_STATUS_IGNORE);
     // Fire and forget: the asker may already have given up waiting.
     MPI_Request request = MPI_REQUEST_NULL;
     static thread_local int64_t answer = 0;
     answer = sequence_;
-    MPI_Isend(&answer, 1, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, comm_, &request);
+    MPI_Isend(&answer, 1, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, comm_.get(), &request);
     MPI_Request_free(&request);
   }
 }
@@ -53,8 +81,8 @@ std::string ArrivalBoard::missing_ranks(int64_t sequence, std::chrono::milliseco
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const auto i = static_cast<std::size_t>(r);
-    MPI_Irecv(&counts[i], 1, MPI_INT64_T, r, kAnswerTag, comm_, &answers[i]);
-    MPI_Isend(&sequence_, 1, MPI_INT64_T, r, kQueryTag, comm_, &queries[i]);
+    MPI_Irecv(&counts[i], 1, MPI_INT64_T, r, kAnswerTag, comm_.get(), &answers[i]);
+    MPI_Isend(&sequence_, 1, MPI_INT64_T, r, kQueryTag, comm_.get(), &queries[i]);
   }
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (bool all = false; !all && std::chrono::steady_clock::now() < until;) {

@@ -1,0 +1,189 @@
+#include "detail/deadline_comm.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "accelerate/error.hpp"
+#include "detail/arrival_board.hpp"
+#include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
+#include "detail/unique_comm.hpp"
+
+namespace accelerate::detail {
+
+MPI_Op to_mpi(Reduce op) {
+  switch (op) {
+    case Reduce::min: return MPI_MIN;
+    case Reduce::max: return MPI_MAX;
+    case Reduce::sum: return MPI_SUM;
+  }
+  return MPI_OP_NULL;
+}
+
+DeadlineComm::DeadlineComm(MPI_Comm comm, std::chrono::milliseconds timeout)
+    : comm_(comm), timeout_(timeout), board_(ArrivalBoard::attached(comm)) {
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+namespace {
+
+// Buffers up to this size travel through a heap copy that is leaked when
+// the wait times out: MPI may still write into it when a late rank
+// arrives, long after the caller's own memory is gone. Larger transfers
+// (checkpoint shares) use the caller's memory; after a TimeoutError the job
+// must be aborted before it is reused.
+constexpr std::size_t kStagedBytes = 64 * 1024;
+
+std::size_t bytes_of(int count, MPI_Datatype type) {
+  int size = 0;
+  ACCELERATE_MPI_CHECK(MPI_Type_size(type, &size));
+  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+}
+
+}  // namespace
+
+void DeadlineComm::complete_staged(MPI_Request& request, std::string_view what,
+                                   std::unique_ptr<std::byte[]>& staging) const {
+  try {
+    complete(request, what);
+  } catch (const TimeoutError&) {
+    (void)staging.release();  // deliberately leaked: the request is still pending
+    throw;
+  }
+}
+
+void DeadlineComm::barrier(std::string_view what) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  complete(request, what);
+}
+
+void DeadlineComm::broadcast(void* buffer, int count, MPI_Datatype type, int root, std::string_view what) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  const std::size_t bytes = bytes_of(count, type);
+  if (bytes > kStagedBytes) {
+    ACCELERATE_MPI_CHECK(MPI_Ibcast(buffer, count, type, root, comm_, &request));
+    complete(request, what);
+    return;
+  }
+  auto staging = std::make_unique<std::byte[]>(bytes);
+  if (rank_ == root && bytes > 0) std::memcpy(staging.get(), buffer, bytes);
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(staging.get(), static_cast<int>(bytes), MPI_BYTE, root, comm_, &request));
+  complete_staged(request, what, staging);
+  if (bytes > 0) std::memcpy(buffer, staging.get(), bytes);
+}
+
+void DeadlineComm::broadcast(std::string& text, int root, std::string_view what) const {
+  long long length = static_cast<long long>(text.size());
+  broadcast(&length, 1, MPI_LONG_LONG, root, what);
+  text.resize(static_cast<std::size_t>(length));
+  if (length > 0) broadcast(text.data(), static_cast<int>(length), MPI_CHAR, root, what);
+}
+
+void DeadlineComm::all_reduce(void* values, int count, MPI_Datatype type, MPI_Op op, std::string_view what) const {
+  const std::size_t bytes = bytes_of(count, type);
+  auto staging = std::make_unique<std::byte[]>(bytes);
+  if (bytes > 0) std::memcpy(staging.get(), values, bytes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, staging.get(), count, type, op, comm_, &request));
+  complete_staged(request, what, staging);
+  if (bytes > 0) std::memcpy(values, staging.get(), bytes);
+}
+
+void DeadlineComm::all_gather(const void* mine, int count, MPI_Datatype type, void* all,
+                              std::string_view what) const {
+  const std::size_t share = bytes_of(count, type);
+  const std::size_t bytes = share * static_cast<std::size_t>(size_);
+  auto staging = std::make_unique<std::byte[]>(bytes + share);  // everyone's, then mine
+  if (share > 0) std::memcpy(staging.get() + bytes, mine, share);
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallgather(staging.get() + bytes, static_cast<int>(share), MPI_BYTE, staging.get(),
+                                      static_cast<int>(share), MPI_BYTE, comm_, &request));
+  complete_staged(request, what, staging);
+  if (bytes > 0) std::memcpy(all, staging.get(), bytes);
+}
+
+void DeadlineComm::all_gather_v(const void* mine, int count, void* all, const int* counts, const int* displs,
+                                MPI_Datatype type, std::string_view what) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallgatherv(mine, count, type, all, counts, displs, type, comm_, &request));
+  complete(request, what);
+}
+
+void DeadlineComm::broadcast_spans(const std::vector<Span>& spans, int root, std::string_view what) const {
+  if (spans.empty()) return;
+  if (spans.size() == 1) {
+    broadcast_bytes(spans.front().data, spans.front().bytes, root, what);
+    return;
+  }
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> addresses;
+  for (const Span& span : spans) {
+    MPI_Aint address = 0;
+    ACCELERATE_MPI_CHECK(MPI_Get_address(span.data, &address));
+    lengths.push_back(span.bytes);
+    addresses.push_back(address);
+  }
+  UniqueDatatype type;
+  ACCELERATE_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), addresses.data(),
+                                                MPI_BYTE, type.out()));
+  MPI_Datatype committed = type.get();
+  ACCELERATE_MPI_CHECK(MPI_Type_commit(&committed));
+  // MPI keeps a committed type alive until pending operations on it end, so
+  // freeing it at scope exit is safe even after a timeout.
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibcast(MPI_BOTTOM, 1, committed, root, comm_, &request));
+  complete(request, what);
+}
+
+int DeadlineComm::ranks_on_this_host() const {
+  UniqueComm host;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, host.out()));
+  int host_size = 0;
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(host.get(), &host_size));
+  return host_size;
+}
+
+void DeadlineComm::complete(MPI_Request& request, std::string_view what) const {
+  const std::int64_t sequence = board_ != nullptr ? board_->arrive() : 0;
+  wait(request, sequence, what);
+}
+
+void DeadlineComm::wait(MPI_Request& request, std::int64_t sequence, std::string_view what) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  PollBackoff backoff;
+  for (;;) {
+    int done = 0;
+    ACCELERATE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done != 0) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    // A long wait may be another rank's timeout: answer its arrival query.
+    if (board_ != nullptr && backoff.waited_long()) board_->serve_queries();
+    backoff.pause();
+  }
+  // The request stays pending (MPI cannot cancel a collective): never free
+  // the communicator under it.
+  abandon(comm_);
+  report_timeout(sequence, what);
+}
+
+void DeadlineComm::report_timeout(std::int64_t sequence, std::string_view what) const {
+  std::string missing;
+  if (board_ == nullptr) {
+    missing = "not known (this communicator carries no arrival board; State's communicators do)";
+  } else {
+    missing = board_->missing_ranks(sequence, std::chrono::seconds(2));
+    if (missing.empty()) missing = "none found (all ranks entered it; one may have crashed inside)";
+  }
+  throw TimeoutError(where() + " " + std::string(what) + " did not complete within " +
+                     std::to_string(timeout_.count()) + " ms (collective #" + std::to_string(sequence) +
+                     " on a communicator of " + std::to_string(size_) + " ranks). Ranks that never arrived: " +
+                     missing +
+                     ". They crashed, hang, or took a different code path; their own output names the cause. "
+                     "The communicator is unusable now: abort the job (accelerate::abort_all). Raise the "
+                     "limit with InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work before "
+                     "this step is legitimately slow.");
+}
+
+}  // namespace accelerate::detail

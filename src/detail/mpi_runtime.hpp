@@ -1,0 +1,22 @@
+// Questions about the MPI library itself that are safe at any time: before
+// MPI_Init, after MPI_Finalize, from error paths.
+#pragma once
+
+#include <optional>
+
+namespace accelerate::detail {
+
+/// True while MPI calls are allowed (initialised and not yet finalised).
+[[nodiscard]] bool mpi_is_running() noexcept;
+
+struct WorldPosition {
+  int rank = 0;
+  int size = 1;
+};
+/// This process's rank and the size of MPI_COMM_WORLD, while MPI runs.
+[[nodiscard]] std::optional<WorldPosition> world_position() noexcept;
+
+/// MPI_Abort over MPI_COMM_WORLD while MPI runs; returns when it does not.
+void abort_running_mpi(int exit_code) noexcept;
+
+}  // namespace accelerate::detail

@@ -1,0 +1,59 @@
+#include "detail/unique_comm.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "detail/mpi_check.hpp"
+
+namespace accelerate::detail {
+namespace {
+
+std::mutex abandoned_mutex;
+// Never freed, so it outlives every static owner that may ask at exit.
+std::vector<MPI_Comm>& abandoned_comms() {
+  static auto* comms = new std::vector<MPI_Comm>();
+  return *comms;
+}
+
+}  // namespace
+
+void abandon(MPI_Comm comm) noexcept {
+  if (comm == MPI_COMM_NULL) return;
+  const std::lock_guard lock(abandoned_mutex);
+  auto& comms = abandoned_comms();
+  if (std::find(comms.begin(), comms.end(), comm) == comms.end()) comms.push_back(comm);
+}
+
+bool is_abandoned(MPI_Comm comm) noexcept {
+  const std::lock_guard lock(abandoned_mutex);
+  const auto& comms = abandoned_comms();
+  return std::find(comms.begin(), comms.end(), comm) != comms.end();
+}
+
+int MpiHandleTraits<MPI_Comm>::free(MPI_Comm& comm) { return MPI_Comm_free(&comm); }
+
+int MpiHandleTraits<MPI_Datatype>::free(MPI_Datatype& type) { return MPI_Type_free(&type); }
+
+void report_failed_free(std::string_view call, int code) noexcept {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  std::fprintf(stderr, "accelerate-hpc: %.*s failed while releasing a handle: %s. The handle is leaked; "
+               "if this repeats, check that MPI is not finalised before the objects that own handles.\n",
+               static_cast<int>(call.size()), call.data(), text);
+}
+
+template <class Handle>
+void UniqueMpiHandle<Handle>::reset(Handle handle) {
+  const int code = release_handle();
+  handle_ = handle;
+  if (code != MPI_SUCCESS) throw_mpi_error(code, MpiHandleTraits<Handle>::name.data(), __FILE__, __LINE__);
+}
+
+template class UniqueMpiHandle<MPI_Comm>;
+template class UniqueMpiHandle<MPI_Datatype>;
+
+}  // namespace accelerate::detail
