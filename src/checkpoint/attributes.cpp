@@ -76,6 +76,14 @@ std::optional<AttributeValue> read_attribute(hid_t object, std::string_view name
   Dataspace space(H5Aget_space(attribute.get()), where);
   const hssize_t count = ACCELERATE_HDF5_CHECK(H5Sget_simple_extent_npoints(space.get()), where);
   const bool scalar = ACCELERATE_HDF5_CHECK(H5Sget_simple_extent_ndims(space.get()), where) == 0;
+  // Attributes this library writes hold one value, or one per rank; a
+  // damaged header may declare anything, so sizes are checked before use.
+  const std::size_t value_size = H5Tget_size(type.get());
+  if ((scalar && count != 1) || count > kMaxAttributeElements || value_size > kMaxAttributeBytes) {
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: attribute '" + key + "' of '" + std::string(where) +
+                    "' declares " + std::to_string(count) + " values of " + std::to_string(value_size) +
+                    " bytes, which no checkpoint holds: the file is damaged.");
+  }
   switch (H5Tget_class(type.get())) {
     case H5T_STRING: {
       if (H5Tis_variable_str(type.get()) > 0) {

@@ -20,14 +20,13 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/error.hpp"
-#include "checkpoint/json.hpp"
+#include "checkpoint/manifest.hpp"
 #include "checkpoint/timestamp.hpp"
 #include "detail/deadline_comm.hpp"
 
 namespace accelerate::checkpoint {
 
 namespace fs = std::filesystem;
-using detail::Json;
 using accelerate::detail::DeadlineComm;
 using accelerate::detail::Reduce;
 
@@ -91,25 +90,6 @@ std::optional<int> node_of_state_file(const std::string& name) {
   return std::stoi(digits);
 }
 
-Json manifest_json(const Manifest& manifest) {
-  Json::Array files;
-  for (const ManifestFile& file : manifest.files) {
-    files.push_back(Json(Json::Object{{"name", Json(file.name)}, {"bytes", Json(static_cast<std::int64_t>(file.bytes))}}));
-  }
-  return Json(Json::Object{
-      {"format", Json(manifest.format)},
-      {"format_version", Json(manifest.format_version)},
-      {"complete", Json(true)},
-      {"step", Json(manifest.step)},
-      {"iteration", Json(manifest.iteration)},
-      {"world_size", Json(manifest.world_size)},
-      {"num_nodes", Json(manifest.num_nodes)},
-      {"save_on_each_node", Json(manifest.save_on_each_node)},
-      {"created", Json(manifest.created)},
-      {"files", Json(std::move(files))},
-  });
-}
-
 // Puts the committed staging directory under the final name. Where the
 // final name exists (overwrite), the two are exchanged in one atomic step
 // (renameat2 RENAME_EXCHANGE), so that the name always holds a complete
@@ -148,33 +128,20 @@ std::string state_file_name(bool save_on_each_node, int node) {
 }
 
 std::optional<Manifest> read_complete_manifest(const fs::path& directory) {
-  std::ifstream in(directory / MANIFEST_NAME, std::ios::binary);
-  if (!in) return std::nullopt;
+  const fs::path path = directory / MANIFEST_NAME;
+  std::ifstream in(path, std::ios::binary);
+  std::error_code error;
+  if (!in || fs::file_size(path, error) > detail::kMaxManifestBytes || error) return std::nullopt;
   std::stringstream buffer;
   buffer << in.rdbuf();
   try {
-    const Json json = Json::parse(buffer.str(), (directory / MANIFEST_NAME).string());
-    Manifest manifest;
-    manifest.format = json.find("format") ? json.find("format")->string() : "";
-    if (manifest.format != FORMAT_NAME) return std::nullopt;
-    if (!json.find("complete") || !json.find("complete")->boolean()) return std::nullopt;
-    manifest.format_version = json.find("format_version")->integer();
-    manifest.step = json.find("step")->integer();
-    manifest.iteration = json.find("iteration")->integer();
-    manifest.world_size = json.find("world_size")->integer();
-    manifest.num_nodes = json.find("num_nodes")->integer();
-    manifest.save_on_each_node = json.find("save_on_each_node")->boolean();
-    manifest.created = json.find("created")->string();
-    for (const Json& file : json.find("files")->array()) {
-      ManifestFile entry{file.find("name")->string(), static_cast<std::uint64_t>(file.find("bytes")->integer())};
-      std::error_code error;
-      const auto size = fs::file_size(directory / entry.name, error);
-      if (error || size != entry.bytes) return std::nullopt;
-      manifest.files.push_back(std::move(entry));
+    Manifest manifest = detail::parse_manifest(buffer.str(), path.string());
+    for (const ManifestFile& file : manifest.files) {
+      const auto size = fs::file_size(directory / file.name, error);
+      if (error || size != file.bytes) return std::nullopt;
     }
-    if (manifest.files.empty()) return std::nullopt;
     return manifest;
-  } catch (const std::exception&) {
+  } catch (const ConfigError&) {
     return std::nullopt;  // a malformed manifest marks an incomplete checkpoint
   }
 }
@@ -322,7 +289,7 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     const fs::path manifest_path = staging_ / MANIFEST_NAME;
     {
       std::ofstream out(manifest_path, std::ios::binary | std::ios::trunc);
-      out << manifest_json(manifest).dump() << "\n";
+      out << detail::manifest_json(manifest).dump() << "\n";
       if (!out.flush()) problem = "cannot write '" + manifest_path.string() + "'";
     }
     if (problem.empty()) problem = sync_path(manifest_path, false);

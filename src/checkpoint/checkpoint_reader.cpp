@@ -11,7 +11,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "accelerate/checkpoint/constants.hpp"
@@ -81,10 +83,64 @@ void locate_raw_bytes(hid_t dataset, Indexed& entry, const std::string& where) {
   entry.offset = static_cast<std::uint64_t>(offset);
 }
 
+[[noreturn]] void damaged(const std::string& where, const std::string& what) {
+  throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + where + "' is damaged: " + what +
+                  ". Restore the checkpoint from a copy, or resume from an earlier one.");
+}
+
+// Checks what the reads of `entry` will rely on, so that a damaged file
+// fails here, naming the dataset, rather than in an allocation or a lookup:
+// the kind, dimensions that fit 64 bits, a declared size that a contiguous
+// dataset really stores, and one checksum (and length) per row.
+void check_entry(hid_t dataset, const Indexed& entry, const std::vector<hsize_t>& dims, const std::string& where) {
+  std::size_t element = 1;  // an unknown dtype is reported when the entry is read
+  try {
+    element = c10::elementSize(dtype_from_name(entry.info.spec.dtype, where));
+  } catch (const ConfigError&) {
+  }
+  std::uint64_t bytes = element;
+  for (const hsize_t size : dims) {
+    if (size > static_cast<hsize_t>(std::numeric_limits<std::int64_t>::max()) ||
+        __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(size), &bytes) ||
+        bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      damaged(where, "its dimensions declare more than 2^63 bytes");
+    }
+  }
+  PropertyList creation(H5Dget_create_plist(dataset), where);
+  if (H5Pget_layout(creation.get()) == H5D_CONTIGUOUS && bytes != 0) {
+    Datatype stored(H5Dget_type(dataset), where);
+    const std::uint64_t stored_bytes = H5Dget_storage_size(dataset);
+    const std::size_t stored_element = H5Tget_size(stored.get());
+    if (stored_element == 0 || stored_bytes / stored_element != bytes / element) {
+      damaged(where, "its dimensions declare " + std::to_string(bytes / element) + " elements, but the file stores " +
+                         std::to_string(stored_element == 0 ? 0 : stored_bytes / stored_element));
+    }
+  }
+  if (entry.info.kind == EntryKind::Replicated) return;
+  const auto rows = static_cast<std::size_t>(entry.info.rows);
+  if (entry.row_crcs.size() != rows) {
+    damaged(where, "it has " + std::to_string(rows) + " rows but " + std::to_string(entry.row_crcs.size()) +
+                       " checksums (attribute 'row_crc32c')");
+  }
+  if (entry.info.kind != EntryKind::PerRankBytes) return;
+  const std::int64_t width = entry.info.spec.shape.empty() ? 0 : entry.info.spec.shape.front();
+  if (entry.lengths.size() != rows) {
+    damaged(where, "it has " + std::to_string(rows) + " rows but " + std::to_string(entry.lengths.size()) +
+                       " lengths (attribute 'lengths')");
+  }
+  for (const std::int64_t length : entry.lengths) {
+    if (length < 0 || length > width) {
+      damaged(where, "a row length of " + std::to_string(length) + " bytes lies outside its rows of " +
+                         std::to_string(width) + " bytes (attribute 'lengths')");
+    }
+  }
+}
+
 struct VisitContext {
   std::map<std::string, Indexed>* entries;
   std::string file;
   std::string error;
+  std::exception_ptr damage;  // an Hdf5Error that already names the dataset, rethrown as it is
 };
 
 #if H5_VERSION_GE(1, 12, 0)
@@ -121,6 +177,11 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
       context.error = "dataset '/" + std::string(name) + "' lacks the 'dtype' or 'kind' attribute";
       return -1;
     }
+    if (kind != "replicated" && kind != "per_rank" && kind != "per_rank_bytes") {
+      context.error = "dataset '/" + std::string(name) + "' has the unknown kind '" + kind +
+                      "' (replicated, per_rank or per_rank_bytes); the file is damaged or not a checkpoint";
+      return -1;
+    }
     std::vector<std::int64_t> shape(dims.begin(), dims.end());
     // Every kind by name: an unknown one (a newer writer, or damage) must
     // never be read as some other layout.
@@ -142,8 +203,12 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
       return -1;
     }
     entry.info.spec.shape = std::move(shape);
+    check_entry(dataset.get(), entry, dims, where);
     if (entry.info.kind == EntryKind::Replicated) locate_raw_bytes(dataset.get(), entry, where);
     (*context.entries)[name] = std::move(entry);
+  } catch (const Hdf5Error&) {
+    context.damage = std::current_exception();
+    return -1;
   } catch (const std::exception& error) {
     context.error = error.what();
     return -1;
@@ -434,8 +499,9 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   h.mixed_precision = attribute_or<std::string>(read_attribute(root, "mixed_precision", where), "");
   h.created = attribute_or<std::string>(read_attribute(root, "created", where), "");
 
-  VisitContext context{&s.entries, where, {}};
+  VisitContext context{&s.entries, where, {}, nullptr};
   const herr_t status = H5Lvisit(root, H5_INDEX_NAME, H5_ITER_INC, index_link, &context);
+  if (context.damage) std::rethrow_exception(context.damage);
   if (status < 0) {
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where + "': " +
                     (context.error.empty() ? "H5Lvisit failed" : context.error));

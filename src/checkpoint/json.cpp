@@ -1,5 +1,6 @@
 #include "checkpoint/json.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,10 @@
 
 namespace accelerate::checkpoint::detail {
 namespace {
+
+// Deepest nesting of arrays and objects accepted; no file this library reads
+// nests more than 3 levels, and the parser recurses once per level.
+constexpr int kMaxDepth = 64;
 
 class Parser {
  public:
@@ -41,7 +46,7 @@ class Parser {
   }
 
   Json parse_value(int depth) {
-    if (depth > 64) fail("nesting too deep");
+    if (depth >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
     skip_space();
     if (at_ >= text_.size()) fail("unexpected end");
     const char c = text_[at_];
@@ -153,8 +158,11 @@ class Parser {
         case 't': out += '\t'; break;
         case 'u': {
           unsigned code = parse_hex4();
-          if (code >= 0xD800 && code < 0xDC00 && consume("\\u")) {
+          if (code >= 0xDC00 && code < 0xE000) fail("unpaired low surrogate in a \\u escape");
+          if (code >= 0xD800 && code < 0xDC00) {
+            if (!consume("\\u")) fail("unpaired high surrogate in a \\u escape");
             const unsigned low = parse_hex4();
+            if (low < 0xDC00 || low >= 0xE000) fail("a high surrogate not followed by a low one in a \\u escape");
             code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
           }
           append_utf8(out, code);
@@ -184,12 +192,14 @@ class Parser {
     if (start == at_) fail("unexpected character");
     const std::string number(text_.substr(start, at_ - start));
     char* end = nullptr;
+    errno = 0;
     if (integral) {
       const long long value = std::strtoll(number.c_str(), &end, 10);
+      if (*end == '\0' && errno == ERANGE) fail("integer " + number + " outside the 64-bit range");
       if (*end == '\0') return Json(static_cast<std::int64_t>(value));
     }
     const double value = std::strtod(number.c_str(), &end);
-    if (*end != '\0') fail("bad number");
+    if (*end != '\0' || number.back() == '.') fail("bad number");
     return Json(value);
   }
 
@@ -243,6 +253,10 @@ std::string Json::dump() const {
           char text[32];
           std::snprintf(text, sizeof text, "%.17g", v);
           out += std::isfinite(v) ? text : "null";
+          // A whole number keeps a fraction, so that it reads back as a double.
+          if (std::isfinite(v) && std::string_view(text).find_first_not_of("-0123456789") == std::string_view::npos) {
+            out += ".0";
+          }
         } else if constexpr (std::is_same_v<T, std::string>) {
           dump_string(v, out);
         } else if constexpr (std::is_same_v<T, std::shared_ptr<Array>>) {

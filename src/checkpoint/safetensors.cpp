@@ -16,6 +16,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "checkpoint/json.hpp"
+#include "checkpoint/safetensors_format.hpp"
 #include "detail/mpi_runtime.hpp"
 
 namespace accelerate::checkpoint {
@@ -157,33 +158,24 @@ std::vector<fs::path> save_model(const std::vector<std::pair<std::string, at::Te
 
 std::map<std::string, at::Tensor> load_safetensors(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot open '" + file.string() + "'.");
-  std::array<unsigned char, 8> prefix{};
-  in.read(reinterpret_cast<char*>(prefix.data()), 8);
-  std::uint64_t length = 0;
-  for (int b = 7; b >= 0; --b) length = (length << 8) | prefix[static_cast<std::size_t>(b)];
-  const auto file_size = fs::file_size(file);
-  if (!in || length > file_size - 8) fail("'" + file.string() + "' is not a safetensors file (bad header length).");
+  std::error_code error;
+  const auto file_size = fs::file_size(file, error);
+  if (!in || error) fail("cannot open '" + file.string() + "'" + (error ? ": " + error.message() : "") + ".");
+  std::array<char, 8> prefix{};
+  in.read(prefix.data(), 8);
+  const std::uint64_t length = detail::safetensors_header_length(
+      std::string_view(prefix.data(), static_cast<std::size_t>(in.gcount())), file_size, file.string());
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
-  const Json header = Json::parse(text, file.string());
+  if (!in) fail("'" + file.string() + "' is truncated (its header).");
   const std::uint64_t data_start = 8 + length;
   std::map<std::string, at::Tensor> result;
-  for (const auto& [name, info] : header.object()) {
-    if (name == "__metadata__") continue;
-    std::vector<std::int64_t> shape;
-    for (const Json& size : info.find("shape")->array()) shape.push_back(size.integer());
-    const auto& offsets = info.find("data_offsets")->array();
-    const std::int64_t begin = offsets.at(0).integer();
-    const std::int64_t end = offsets.at(1).integer();
-    at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(type_of(info.find("dtype")->string(), file)));
-    if (end - begin != static_cast<std::int64_t>(tensor.nbytes()) || data_start + end > file_size) {
-      fail("'" + file.string() + "': tensor '" + name + "' has data offsets that do not match its shape.");
-    }
-    in.seekg(static_cast<std::streamoff>(data_start + begin));
-    in.read(static_cast<char*>(tensor.data_ptr()), end - begin);
-    if (!in) fail("'" + file.string() + "' is truncated (tensor '" + name + "').");
-    result.emplace(name, std::move(tensor));
+  for (const auto& entry : detail::parse_safetensors_header(text, file_size - data_start, file.string())) {
+    at::Tensor tensor = at::empty(entry.shape, at::TensorOptions().dtype(type_of(entry.dtype, file)));
+    in.seekg(static_cast<std::streamoff>(data_start + entry.begin));
+    in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(entry.end - entry.begin));
+    if (!in) fail("'" + file.string() + "' is truncated (tensor '" + entry.name + "').");
+    result.emplace(entry.name, std::move(tensor));
   }
   return result;
 }
@@ -235,16 +227,14 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
   }
   if (!index.empty()) {
     std::ifstream in(index);
-    if (!in) fail("cannot open '" + index.string() + "'.");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::set<std::string> shards;
-    const Json parsed = Json::parse(text, index.string());
-    const Json* weight_map = parsed.find("weight_map");
-    if (weight_map == nullptr) fail("'" + index.string() + "' has no \"weight_map\".");
-    for (const auto& [name, shard] : weight_map->object()) {
-      shards.insert(shard.string());
+    std::error_code error;
+    if (!in || fs::file_size(index, error) > detail::kMaxSafetensorsIndexBytes || error) {
+      fail("cannot read '" + index.string() + "' (missing, unreadable, or larger than an index can be).");
     }
-    for (const std::string& shard : shards) files.push_back(index.parent_path() / shard);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const std::string& shard : detail::parse_safetensors_index(text, index.string())) {
+      files.push_back(index.parent_path() / shard);
+    }
   }
   std::map<std::string, at::Tensor> loaded;
   for (const fs::path& file : files) loaded.merge(load_safetensors(file));

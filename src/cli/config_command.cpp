@@ -9,6 +9,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/config_file.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 
 namespace accelerate::cli {
@@ -34,60 +35,7 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-struct Options {
-  bool show = false;
-  bool force = false;
-  std::optional<std::string> mixed_precision;
-  std::optional<std::string> config_file;
-};
-
-// Accepts "--name value" and "--name=value", with '_' or '-' inside names as
-// Accelerate's launcher does. Returns an error message, or nullopt.
-std::optional<std::string> parse(std::span<const std::string_view> args, Options& options) {
-  std::size_t i = 0;
-  if (!args.empty() && args[0] == "show") {
-    options.show = true;
-    i = 1;
-  }
-  for (; i < args.size(); ++i) {
-    std::string name(args[i]);
-    std::optional<std::string> value;
-    if (const std::size_t equals = name.find('='); equals != std::string::npos && name.starts_with("--")) {
-      value = name.substr(equals + 1);
-      name.resize(equals);
-    }
-    for (std::size_t c = 2; c < name.size(); ++c) {
-      if (name[c] == '-') name[c] = '_';
-    }
-    const auto take_value = [&]() -> std::optional<std::string> {
-      if (value) return value;
-      if (i + 1 < args.size()) return std::string(args[++i]);
-      return std::nullopt;
-    };
-    if (name == "--force" && !value) {
-      options.force = true;
-    } else if (name == "--mixed_precision") {
-      options.mixed_precision = take_value();
-      if (!options.mixed_precision) return "--mixed_precision needs a value: no, fp16 or bf16";
-      for (char& c : *options.mixed_precision) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (name == "--config_file") {
-      options.config_file = take_value();
-      if (!options.config_file || options.config_file->empty()) return "--config_file needs a path";
-    } else {
-      return "unknown argument '" + std::string(args[i]) + "'";
-    }
-  }
-  if (options.show && (options.force || options.mixed_precision)) {
-    return "'show' takes only --config_file";
-  }
-  if (options.mixed_precision && *options.mixed_precision != "no" && *options.mixed_precision != "fp16" &&
-      *options.mixed_precision != "bf16") {
-    return "--mixed_precision '" + *options.mixed_precision + "' is not one of no, fp16, bf16";
-  }
-  return std::nullopt;
-}
-
-int show(const Options& options) {
+int show(const ConfigArguments& options) {
   ConfigFileLocation location;
   if (options.config_file) {
     location = {*options.config_file, "--config_file"};
@@ -125,7 +73,7 @@ int show(const Options& options) {
   return 0;
 }
 
-int write(const Options& options) {
+int write(const ConfigArguments& options) {
   const std::filesystem::path path =
       options.config_file ? std::filesystem::path(*options.config_file) : default_config_file();
   const std::string mixed_precision = options.mixed_precision.value_or("no");
@@ -150,8 +98,8 @@ int run_config(std::span<const std::string_view> args) {
     std::cout << kUsage;
     return 0;
   }
-  Options options;
-  if (const std::optional<std::string> error = parse(args, options)) return usage_error(*error);
+  ConfigArguments options;
+  if (const std::optional<std::string> error = parse_config_arguments(args, options)) return usage_error(*error);
   try {
     return options.show ? show(options) : write(options);
   } catch (const ConfigError& error) {

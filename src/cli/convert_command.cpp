@@ -27,6 +27,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 
 namespace accelerate::cli {
@@ -35,39 +36,6 @@ namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::string_view kConvertUsage =
-    "usage: accelerate-hpc convert <checkpoint directory or state file> --to safetensors\n"
-    "                              [--output DIR] [--max-shard-size SIZE]\n"
-    "  --output          directory for the model files (default: <checkpoint>-safetensors beside it)\n"
-    "  --max-shard-size  largest shard, e.g. 5GB, 500MB, 2GiB or bytes (default 10GB)\n";
-
-/// "5GB" -> 5e9, "2GiB" -> 2^31, "123" -> 123 (Accelerate's convention:
-/// KB/MB/GB are powers of ten, KiB/MiB/GiB powers of two); nullopt if malformed.
-std::optional<std::uint64_t> parse_size(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return std::nullopt;
-  const std::uint64_t number = std::stoull(std::string(text.substr(0, digits)));
-  std::string unit(text.substr(digits));
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::array<std::pair<std::string_view, std::uint64_t>, 9> kUnits{{{"", 1},
-                                                                                 {"B", 1},
-                                                                                 {"KB", 1'000},
-                                                                                 {"MB", 1'000'000},
-                                                                                 {"GB", 1'000'000'000},
-                                                                                 {"KIB", 1ULL << 10},
-                                                                                 {"MIB", 1ULL << 20},
-                                                                                 {"GIB", 1ULL << 30},
-                                                                                 {"TB", 1'000'000'000'000}}};
-  for (const auto& [name, factor] : kUnits) {
-    if (unit == name) {
-      if (number == 0 || number > UINT64_MAX / factor) return std::nullopt;
-      return number * factor;
-    }
-  }
-  return std::nullopt;
-}
 
 /// The torch dtype of a checkpoint's dtype attribute ("float32", ...).
 std::optional<at::ScalarType> scalar_type_of(std::string_view name) {
@@ -88,72 +56,10 @@ std::optional<at::ScalarType> scalar_type_of(std::string_view name) {
   return std::nullopt;
 }
 
-struct ConvertArguments {
-  fs::path checkpoint;
-  fs::path output;
-  std::uint64_t max_shard_size = ckpt::SaveModelOptions{}.max_shard_size;
-};
-
-/// Parses the arguments; prints the problem and returns nullopt on a usage error.
-std::optional<ConvertArguments> parse(std::span<const std::string_view> args) {
-  ConvertArguments parsed;
-  std::optional<std::string_view> format;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    const bool has_value = i + 1 < args.size();
-    if (arg == "--to" || arg == "--output" || arg == "--max-shard-size") {
-      if (!has_value) {
-        std::cerr << "accelerate-hpc convert: " << arg << " needs a value\n" << kConvertUsage;
-        return std::nullopt;
-      }
-      const std::string_view value = args[++i];
-      if (arg == "--to") {
-        format = value;
-      } else if (arg == "--output") {
-        parsed.output = fs::path(value);
-      } else {
-        const auto size = parse_size(value);
-        if (!size) {
-          std::cerr << "accelerate-hpc convert: --max-shard-size '" << value
-                    << "' is not a size; write e.g. 5GB, 500MB, 2GiB or a number of bytes (> 0)\n";
-          return std::nullopt;
-        }
-        parsed.max_shard_size = *size;
-      }
-    } else if (arg.starts_with("-")) {
-      std::cerr << "accelerate-hpc convert: unknown option '" << arg << "'\n" << kConvertUsage;
-      return std::nullopt;
-    } else if (parsed.checkpoint.empty()) {
-      parsed.checkpoint = fs::path(arg);
-    } else {
-      std::cerr << "accelerate-hpc convert: more than one checkpoint given ('" << parsed.checkpoint.string()
-                << "' and '" << arg << "')\n"
-                << kConvertUsage;
-      return std::nullopt;
-    }
-  }
-  if (parsed.checkpoint.empty() || !format) {
-    std::cerr << kConvertUsage;
-    return std::nullopt;
-  }
-  if (*format != "safetensors") {
-    std::cerr << "accelerate-hpc convert: unknown format '" << *format
-              << "' for --to; the supported format is 'safetensors'\n";
-    return std::nullopt;
-  }
-  if (parsed.output.empty()) {
-    fs::path base = parsed.checkpoint;
-    if (!base.has_filename()) base = base.parent_path();  // "dir/" -> "dir"
-    if (fs::is_regular_file(base)) base.replace_extension();
-    parsed.output = base.string() + "-safetensors";
-  }
-  return parsed;
-}
-
 }  // namespace
 
 int run_convert(std::span<const std::string_view> args) {
-  const auto parsed = parse(args);
+  const auto parsed = parse_convert_arguments(args);
   if (!parsed) return 2;
 #if !ACCELERATE_HAVE_HDF5
   detail::throw_feature_not_built("HDF5", "accelerate-hpc convert", "-DACCELERATE_WITH_HDF5=ON");

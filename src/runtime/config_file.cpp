@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <system_error>
 
@@ -324,7 +325,7 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
   config.source = source;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte-order mark
 
-  std::vector<std::pair<std::string, int>> seen;  // key, line: duplicates are errors
+  std::map<std::string, int, std::less<>> seen;  // key -> line: duplicates are errors
   bool in_unknown_block = false;  // indented lines after an unknown key belong to it
   bool any_key = false;
   int line_number = 0;
@@ -358,13 +359,10 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
                           "':' and a blank.");
     }
     const std::string key(line.substr(0, colon));
-    for (const auto& [previous, previous_line] : seen) {
-      if (previous == key) {
-        fail_at(at, key, "the key was already set on line " + std::to_string(previous_line) +
-                             ". Keep one of the two lines.");
-      }
+    if (const auto [previous, inserted] = seen.emplace(key, line_number); !inserted) {
+      fail_at(at, key, "the key was already set on line " + std::to_string(previous->second) +
+                           ". Keep one of the two lines.");
     }
-    seen.emplace_back(key, line_number);
     any_key = true;
 
     in_unknown_block = !is_known_key(key);
@@ -389,6 +387,11 @@ std::optional<ConfigFile> load_config_file(const fs::path& path) {
   if (fs::is_directory(status)) {
     throw ConfigError(detail::where() + " config file '" + path.string() +
                       "' is a directory. Name the YAML file itself.");
+  }
+  if (const std::uintmax_t size = fs::file_size(path, error); !error && size > kMaxConfigFileBytes) {
+    throw ConfigError(detail::where() + " config file '" + path.string() + "' is " + std::to_string(size) +
+                      " bytes, more than the " + std::to_string(kMaxConfigFileBytes) +
+                      " a configuration file may have. Name the YAML configuration file, not another file.");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_io("open", path, errno);

@@ -111,6 +111,11 @@ TEST_F(Safetensors, RejectsWhatItCannotWriteOrRead) {
   std::ofstream(dir_ / "junk.safetensors") << "not a safetensors file";
   EXPECT_NE(error_of([&] { ckpt::load_safetensors(dir_ / "junk.safetensors"); }).find("junk.safetensors"),
             std::string::npos);
+  // An index may not send the loader outside its directory.
+  std::ofstream(dir_ / "escape.index.json") << R"({"weight_map": {"a": "../outside.safetensors"}})";
+  EXPECT_NE(error_of([&] { ckpt::load_checkpoint_in_model({}, dir_ / "escape.index.json", false); })
+                .find("outside the index's directory"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -91,6 +91,22 @@ TEST(Json, ParsesAndWritesManifestShapes) {
   EXPECT_NE(error_of([] { Json::parse("{} x", "t"); }).find("trailing"), std::string::npos);
 }
 
+TEST(Json, KeepsDoublesAndRefusesWhatItCannotRepresent) {
+  using ckpt::detail::Json;
+  // Whole-number doubles keep a fraction, so they read back as doubles (-0.0 stays negative).
+  EXPECT_EQ(Json::parse("[-0.0, 5.0, 1e2, 7]", "t").dump(), "[-0.0,5.0,100.0,7]");
+  EXPECT_NE(error_of([] { Json::parse("[9223372036854775808]", "big.json"); }).find("outside the 64-bit range"),
+            std::string::npos);
+  EXPECT_EQ(Json::parse("-9223372036854775808", "t").integer(), INT64_MIN);
+  EXPECT_NE(error_of([] { Json::parse(R"("\ud800")", "s.json"); }).find("unpaired high surrogate"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse(R"("\udc00")", "s.json"); }).find("unpaired low surrogate"), std::string::npos);
+  EXPECT_EQ(Json::parse(R"("\ud83d\ude00")", "t").string(), "\xf0\x9f\x98\x80");
+  EXPECT_NO_THROW(Json::parse(std::string(64, '[') + std::string(64, ']'), "t"));
+  EXPECT_NE(error_of([] { Json::parse(std::string(65, '[') + std::string(65, ']'), "deep.json"); })
+                .find("nesting deeper than 64"),
+            std::string::npos);
+}
+
 TEST(ProjectConfiguration, DefaultsAndNaming) {
   ckpt::ProjectConfiguration config;  // seeds: None, None, False, None, 0, False
   EXPECT_TRUE(config.project_dir.empty());

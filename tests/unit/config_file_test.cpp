@@ -297,6 +297,20 @@ TEST(ConfigFile, LoadMissingExistingAndBadFiles) {
     EXPECT_NE(message.find("config file '" + bad.string() + "', line 2, key 'timeout'"), std::string::npos)
         << message;
   }
+
+  // A file larger than any configuration (a wrong path, say) is refused before it is read.
+  const fs::path huge = dir.path() / "huge.yaml";
+  write(huge, std::string(accelerate::kMaxConfigFileBytes + 1, '#'));
+  try {
+    accelerate::load_config_file(huge);
+    FAIL() << "oversized file accepted";
+  } catch (const ConfigError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'" + huge.string() + "' is " + std::to_string(accelerate::kMaxConfigFileBytes + 1) +
+                           " bytes, more than"),
+              std::string::npos)
+        << message;
+  }
 }
 
 TEST(ConfigFile, DefaultLocationPrecedence) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -79,6 +80,9 @@ std::filesystem::path default_config_file();
 /// value throws ConfigError naming the file, the line, the key and what is
 /// accepted.
 ConfigFile parse_config_file(std::string_view text, const std::filesystem::path& source);
+
+/// Largest configuration file load_config_file reads (a real one is a few hundred bytes).
+inline constexpr std::uintmax_t kMaxConfigFileBytes = 1U << 20;
 
 /// Reads and parses `path`; nullopt when the file does not exist. An existing
 /// file that cannot be read or parsed throws ConfigError.
