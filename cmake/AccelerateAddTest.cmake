@@ -12,9 +12,20 @@
 
 set(ACCELERATE_TEST_TIMEOUT 120 CACHE STRING "Default per-test timeout in seconds")
 
+# Reuses the tests' precompiled LibTorch/MPI/gtest headers (tests/CMakeLists.txt)
+# for a target compiled with the tests' flags and linked to the library.
+function(accelerate_use_test_pch target)
+  if(TARGET accelerate_test_pch)
+    target_precompile_headers(${target} REUSE_FROM accelerate_test_pch)
+    # The header includes gtest: its definitions must match for GCC to use it.
+    target_link_libraries(${target} PRIVATE GTest::gtest)
+  endif()
+endfunction()
+
 function(_accelerate_test_executable name own_main)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE AccelerateHPC::accelerate GTest::gtest)
+  accelerate_use_test_pch(${name})
   if(NOT own_main)
     target_link_libraries(${name} PRIVATE accelerate_mpi_test_main)
   endif()

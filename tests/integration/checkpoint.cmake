@@ -1,6 +1,7 @@
 # checkpoint integration tests (include()d from CMakeLists.txt here).
 if(ACCELERATE_HAVE_HDF5)
   add_executable(checkpoint_job ${CMAKE_CURRENT_LIST_DIR}/checkpoint_job.cpp)
+  accelerate_use_test_pch(checkpoint_job)
   target_link_libraries(checkpoint_job PRIVATE AccelerateHPC::accelerate)
 
   add_test(NAME checkpoint_reshard
