@@ -2,9 +2,10 @@
 // bootstrapped through MPI, each enqueued on a backend-owned stream behind an
 // NcclWork (see nccl_work.hpp for the stream and timeout semantics).
 //
-// Only the CUDA runtime API is used, never LibTorch's CUDA API, so the
+// Only the CUDA runtime API is used, and LibTorch's CUDA API only to learn
+// the caller's current stream where LibTorch has it (caller_stream()), so the
 // backend builds against a CPU-only LibTorch. Consequences:
-//   - the caller's stream is the default stream (caller_stream());
+//   - against a CPU-only LibTorch the caller's stream is the default stream;
 //   - tensors must be contiguous: nothing is staged on the GPU;
 //   - dtype and reduction conversions are table look-ups (ncclAvg divides).
 #include "comm/nccl/nccl_comm.hpp"  // first: it must precede <nccl.h>
@@ -279,11 +280,13 @@ bool NcclWork::is_completed() {
 }
 
 void NcclWork::wait() {
-  if (!done_ && !caller_ordered_) {
-    caller_ordered_ = true;
+  // The stream current now waits, whichever was current when the work was
+  // posted (as with c10d's Work::wait). Once done_ the host has seen the
+  // event complete, so later work on any stream already follows it.
+  if (!done_) {
     try {
       const CudaDeviceGuard guard(resources_->device);
-      ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(caller_stream(), done_event_.get(), 0));
+      ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(caller_stream(resources_->device), done_event_.get(), 0));
     } catch (...) {
       fail(std::current_exception());
     }
@@ -375,7 +378,7 @@ std::unique_ptr<Work> NcclBackend::post(std::string description, std::vector<at:
   const cudaStream_t stream = resources_->stream.get();
   const CudaEvent ready;
   CudaEvent done;
-  ACCELERATE_CUDA_CHECK(cudaEventRecord(ready.get(), caller_stream()));
+  ACCELERATE_CUDA_CHECK(cudaEventRecord(ready.get(), caller_stream(resources_->device)));
   ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(stream, ready.get(), 0));
   enqueue(comm.get(), stream);
   ACCELERATE_CUDA_CHECK(cudaEventRecord(done.get(), stream));
