@@ -21,6 +21,7 @@
 
 #include "accelerate/error.hpp"
 #include "comm/mpi/mpi_types.hpp"
+#include "comm/nccl/nccl_split_method.hpp"
 #include "comm/nccl/nccl_work.hpp"
 #include "comm/tensor_checks.hpp"
 #include "detail/cuda_check.hpp"
@@ -335,6 +336,7 @@ class NcclBackend final : public Backend {
       : resources_(std::move(resources)), policy_(policy) {}
 
   [[nodiscard]] std::string_view name() const override { return "nccl"; }
+  [[nodiscard]] const NcclResources& resources() const noexcept { return *resources_; }
   [[nodiscard]] int rank() const override { return resources_->rank; }
   [[nodiscard]] int size() const override { return resources_->size; }
 
@@ -692,6 +694,65 @@ std::unique_ptr<Backend> make_nccl_backend(MPI_Comm comm, int device, std::strin
   const ncclUniqueId id = exchange_nccl_unique_id(comm, 0, policy.timeout);
   resources->comm = NcclComm::init_rank(size, id, rank);
   return std::make_unique<NcclBackend>(std::move(resources), policy);
+}
+
+namespace {
+
+// This rank's verdict on splitting `parent`: what the versions allow, and
+// only while the parent communicator is intact.
+NcclSplitMethod local_split_method(const NcclComm& parent) noexcept {
+  int runtime = 0;
+  if (ncclGetVersion(&runtime) != ncclSuccess) runtime = 0;
+  if (parent.aborted() || parent.get() == nullptr) return NcclSplitMethod::mpi_bootstrap;
+  return choose_nccl_split_method(NCCL_VERSION_CODE, runtime);
+}
+
+}  // namespace
+
+static_assert(nccl_comm_split_version == NCCL_VERSION(2, 18, 0), "nccl_comm_split_version is NCCL 2.18.0");
+
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_comm, MPI_Comm member_comm,
+                                            std::string group, TimeoutPolicy policy) {
+  const auto* nccl = dynamic_cast<const NcclBackend*>(&parent);
+  if (nccl == nullptr) {
+    throw ConfigError(where() + " split_nccl_backend (group '" + group + "'): the parent backend is '" +
+                      std::string(parent.name()) + "', not 'nccl'.");
+  }
+  const NcclResources& from = nccl->resources();
+  // ncclCommSplit is collective over the parent, so every rank must take
+  // the same road: the split only if every rank can.
+  int mine = local_split_method(from.comm) == NcclSplitMethod::comm_split ? 1 : 0;
+  int everyone = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, parent_comm, &request));
+  wait_with_timeout(request, policy.timeout,
+                    "split_nccl_backend (group '" + group + "'): MPI_Iallreduce of the split method", parent_comm);
+  const bool member = member_comm != MPI_COMM_NULL;
+  if (everyone == 0) {
+    if (!member) return nullptr;
+    return make_nccl_backend(member_comm, from.device, std::move(group), policy);
+  }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  int rank = 0;
+  int size = 0;
+  if (member) {
+    ACCELERATE_MPI_CHECK(MPI_Comm_rank(member_comm, &rank));
+    ACCELERATE_MPI_CHECK(MPI_Comm_size(member_comm, &size));
+  }
+  const CudaDeviceGuard guard(from.device);
+  std::shared_ptr<NcclResources> resources;
+  if (member) resources = std::make_shared<NcclResources>(from.device, group, rank, size);
+  // The key orders the members as member_comm does; NCCL_SPLIT_NOCOLOR
+  // takes part in the split without joining (the child is nullptr there).
+  ncclComm_t child = nullptr;
+  ACCELERATE_NCCL_CHECK(ncclCommSplit(from.comm.get(), member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &child, nullptr),
+                        from.comm.get());
+  if (!member) return nullptr;
+  resources->comm = NcclComm(child);
+  return std::make_unique<NcclBackend>(std::move(resources), policy);
+#else
+  throw ConfigError(where() + " split_nccl_backend: ncclCommSplit chosen without NCCL 2.18 headers (a bug).");
+#endif
 }
 
 }  // namespace accelerate::detail
