@@ -53,9 +53,54 @@ std::vector<int64_t> block_sizes(const at::Tensor& input, int parts, const char*
   return sizes;
 }
 
+// The "[0,2,3]" part of a group's name.
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+// The communicator of the members of sub-group `ranks` (`ranks_of` says of
+// what, for the message) of `comm`, whose `size` processes include this one
+// as rank `me`; empty on processes not listed. Collective over `comm`. The
+// list is validated identically everywhere, then the ranks agree, so that a
+// bad list fails on every rank instead of leaving some in MPI_Comm_split.
+detail::UniqueComm split_members(MPI_Comm comm, int me, int size, const std::vector<int>& ranks,
+                                 const std::string& ranks_of) {
+  std::string problem;
+  const std::set<int> unique(ranks.begin(), ranks.end());
+  if (ranks.empty()) problem = "the rank list is empty";
+  if (unique.size() != ranks.size()) problem = "the rank list contains duplicates";
+  for (int r : ranks) {
+    if (r < 0 || r >= size) problem = "rank " + std::to_string(r) + " is not in 0.." + std::to_string(size - 1);
+  }
+  // Hash of the list: different lists on different ranks are a bug too.
+  uint64_t hash = 1469598103934665603ULL;
+  for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ULL;
+  std::array<uint64_t, 2> local{hash, ~hash};
+  std::array<uint64_t, 2> reduced{};
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(local.data(), reduced.data(), 2, MPI_UINT64_T, MPI_MAX, comm));
+  if (problem.empty() && (reduced[0] != hash || reduced[1] != ~hash)) problem = "the ranks passed different lists";
+  int bad = problem.empty() ? 0 : 1;
+  int any_bad = 0;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm));
+  if (any_bad != 0) {
+    throw ConfigError(detail::where() + " new_group: " +
+                      (problem.empty() ? std::string("another rank rejected the rank list") : problem) +
+                      ". Pass the same list of distinct " + ranks_of + " on every process.");
+  }
+  const auto position = std::find(ranks.begin(), ranks.end(), me);
+  const bool member = position != ranks.end();
+  detail::UniqueComm members;  // the group holds its own duplicates
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(comm, member ? 0 : MPI_UNDEFINED,
+                                      member ? static_cast<int>(position - ranks.begin()) : 0, members.out()));
+  return members;
+}
+
 }  // namespace
 
-ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options)
+ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
+                           std::unique_ptr<Backend> nccl)
     : name_(std::move(name)), timeout_(options.timeout.value_or(state.timeout())) {
   debug_mode_ = options.debug_mode.value_or(EnvConfig::from_environment().debug_mode.value_or(false));
   ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
@@ -63,13 +108,18 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(control_, &size_));
   control_board_ = detail::ArrivalBoard::attach(control_);
-  const detail::TimeoutPolicy policy{timeout_, options.abort_on_timeout};
-  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, policy);
+  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
+  nccl_ = std::move(nccl);
+}
+
+ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options)
+    : ProcessGroup(state, comm, std::move(name), options, nullptr) {
 #if ACCELERATE_HAVE_NCCL
   // Eagerly and collectively: a communicator created inside the first
   // collective deadlocks when ranks reach different first collectives.
   if (state.device().rfind("cuda", 0) == 0) {
-    nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_, policy);
+    nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_,
+                                      detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
   }
 #else
   (void)device_index;
@@ -101,42 +151,32 @@ std::unique_ptr<ProcessGroup> ProcessGroup::cross_node(const State& state, Proce
 
 std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const std::vector<int>& ranks,
                                                       ProcessGroupOptions options) {
-  // Validate identically everywhere, then agree, so that a bad list fails on
-  // every rank instead of leaving some in MPI_Comm_split.
-  std::string problem;
-  const std::set<int> unique(ranks.begin(), ranks.end());
-  if (ranks.empty()) problem = "the rank list is empty";
-  if (unique.size() != ranks.size()) problem = "the rank list contains duplicates";
-  for (int r : ranks) {
-    if (r < 0 || r >= state.num_processes()) {
-      problem = "rank " + std::to_string(r) + " is not in 0.." + std::to_string(state.num_processes() - 1);
-    }
+  detail::UniqueComm comm =
+      split_members(state.world_comm(), state.process_index(), state.num_processes(), ranks, "world ranks");
+  if (!comm) return nullptr;
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), "group" + rank_list(ranks), options));
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, ProcessGroup& parent,
+                                                      const std::vector<int>& ranks, ProcessGroupOptions options) {
+  detail::UniqueComm comm =
+      split_members(parent.control_, parent.rank_, parent.size_, ranks, "ranks of group '" + parent.name_ + "'");
+  std::string name = "group" + rank_list(ranks) + " of " + parent.name_;
+  if (!parent.nccl_) {
+    if (!comm) return nullptr;
+    return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), std::move(name), options));
   }
-  // Hash of the list: different lists on different ranks are a bug too.
-  uint64_t hash = 1469598103934665603ULL;
-  for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ULL;
-  std::array<uint64_t, 2> local{hash, ~hash};
-  std::array<uint64_t, 2> reduced{};
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(local.data(), reduced.data(), 2, MPI_UINT64_T, MPI_MAX, state.world_comm()));
-  if (problem.empty() && (reduced[0] != hash || reduced[1] != ~hash)) problem = "the ranks passed different lists";
-  int bad = problem.empty() ? 0 : 1;
-  int any_bad = 0;
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, state.world_comm()));
-  if (any_bad != 0) {
-    throw ConfigError(detail::where() + " new_group: " +
-                      (problem.empty() ? std::string("another rank rejected the rank list") : problem) +
-                      ". Pass the same list of distinct world ranks on every process.");
-  }
-  const auto position = std::find(ranks.begin(), ranks.end(), state.process_index());
-  const bool member = position != ranks.end();
-  detail::UniqueComm comm;  // the group holds its own duplicates
-  ACCELERATE_MPI_CHECK(MPI_Comm_split(state.world_comm(), member ? 0 : MPI_UNDEFINED,
-                                      member ? static_cast<int>(position - ranks.begin()) : 0, comm.out()));
-  if (!member) return nullptr;
-  std::string name = "group[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
-  name += "]";
-  return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), name, options));
+#if ACCELERATE_HAVE_NCCL
+  // Collective over the parent, members or not (ncclCommSplit needs them all).
+  std::unique_ptr<Backend> nccl =
+      detail::split_nccl_backend(*parent.nccl_, parent.control_, comm ? comm.get() : MPI_COMM_NULL, name,
+                                 detail::TimeoutPolicy{options.timeout.value_or(state.timeout()),
+                                                       options.abort_on_timeout});
+  if (!comm) return nullptr;
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), std::move(name), options, std::move(nccl)));
+#else
+  return nullptr;  // unreachable: without NCCL no group has an NCCL backend
+#endif
 }
 
 Backend& ProcessGroup::backend_for(const c10::Device& device) {

@@ -3,8 +3,10 @@
 // Without a GPU (the CI machine has none) these run for real: the unique-id
 // bootstrap over MPI, the dtype and reduction tables, the tensor checks (on
 // CUDA tensors that are described but never dereferenced), NcclComm's
-// bookkeeping, and the errors of make_nccl_backend. The collectives need one
-// GPU per rank and skip, on every rank alike, when there is none.
+// bookkeeping, the errors of make_nccl_backend and split_nccl_backend, and
+// the default-stream fallback of a CPU-only LibTorch. The collectives need
+// one GPU per rank and skip, on every rank alike, when there is none; the
+// stream cases also need a CUDA LibTorch (ACCELERATE_TORCH_CUDA_STREAMS).
 #include "comm/nccl/nccl_comm.hpp"  // first: it must precede <nccl.h>
 
 #include <ATen/ATen.h>
@@ -14,15 +16,22 @@
 #include "common/test_helpers.hpp"
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
+#include "comm/mpi/mpi_backend.hpp"
 #include "comm/nccl/nccl_backend.hpp"
 #include "comm/nccl/nccl_work.hpp"
+#if ACCELERATE_TORCH_CUDA_STREAMS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace {
 
@@ -318,6 +327,41 @@ TEST(NcclBackendCreation, OneRanksBadDeviceFailsEveryRankWithoutAHang) {
   }
 }
 
+// --- the caller's stream ----------------------------------------------------------
+
+#if ACCELERATE_TORCH_CUDA_STREAMS
+TEST(NcclStreams, CallerStreamIsLibTorchsCurrentStream) {
+  if (visible_gpus() == 0) GTEST_SKIP() << "needs a GPU";
+  using accelerate::detail::caller_stream;
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  EXPECT_EQ(caller_stream(0), c10::cuda::getCurrentCUDAStream(0).stream());
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    EXPECT_EQ(caller_stream(0), side.stream());
+  }
+  EXPECT_NE(caller_stream(0), side.stream()) << "the guard restored the previous stream";
+}
+#else
+TEST(NcclStreams, WithoutLibTorchCudaTheCallerStreamIsTheDefaultStream) {
+  // Needs no GPU: the fallback only names a stream.
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  EXPECT_EQ(accelerate::detail::caller_stream(0), cudaStreamPerThread);
+#else
+  EXPECT_EQ(accelerate::detail::caller_stream(0), cudaStreamLegacy);
+#endif
+}
+#endif
+
+// --- sub-groups -----------------------------------------------------------------
+
+TEST(NcclSplit, TheParentMustBeAnNcclBackend) {
+  accelerate::detail::MpiBackend mpi(MPI_COMM_WORLD, "world", quick_policy());
+  const std::string message = message_of<accelerate::ConfigError>([&] {
+    accelerate::detail::split_nccl_backend(mpi, MPI_COMM_WORLD, MPI_COMM_WORLD, "half", quick_policy());
+  });
+  EXPECT_NE(message.find("the parent backend is 'mpi'"), std::string::npos) << message;
+}
+
 // --- collectives: one GPU per rank ---------------------------------------------
 
 // Options without designated initialisers (GCC 12's -Wextra flags the
@@ -511,5 +555,78 @@ TEST_F(NcclCollectives, TimeoutAbortsTheCommunicatorAndNamesTheOperation) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+TEST_F(NcclCollectives, SubGroupOfTheBackendCarriesTensorsAndLeavesTheParentInStep) {
+  // The even ranks, in reverse order; ncclCommSplit with NCCL 2.18+, else
+  // the members bootstrap (split_nccl_backend decides; both must work).
+  std::vector<int> members;
+  for (int r = size_ - 1; r >= 0; --r) {
+    if (r % 2 == 0) members.push_back(r);
+  }
+  const auto where = std::find(members.begin(), members.end(), rank_);
+  const bool member = where != members.end();
+  MPI_Comm member_comm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, static_cast<int>(where - members.begin()),
+                 &member_comm);
+  auto sub = accelerate::detail::split_nccl_backend(*backend_, MPI_COMM_WORLD, member_comm, "evens", quick_policy());
+  if (member) {
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->rank(), where - members.begin());
+    EXPECT_EQ(sub->size(), static_cast<int>(members.size()));
+    at::Tensor tensor = upload(at::full({8}, rank_ + 1.0F));
+    sub->all_reduce(tensor, reducing(ReduceOp::Sum))->wait();
+    float expected = 0;
+    for (int r : members) expected += r + 1.0F;
+    EXPECT_TRUE(at::equal(download(tensor), at::full({8}, expected)));
+    sub.reset();
+    MPI_Comm_free(&member_comm);
+  } else {
+    EXPECT_EQ(sub, nullptr);
+  }
+  backend_->barrier({})->wait();
+}
+
+#if ACCELERATE_TORCH_CUDA_STREAMS
+// Keeps the current stream busy for a while (milliseconds on any GPU), so
+// that work queued behind it would visibly lose a race with a collective
+// that is not ordered after it.
+void keep_current_stream_busy(const c10::Device& gpu) {
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(gpu);
+  const at::Tensor a = at::rand({2048, 2048}, options);
+  at::Tensor product = at::empty({2048, 2048}, options);
+  for (int i = 0; i < 24; ++i) at::mm_out(product, a, a);
+}
+
+TEST_F(NcclCollectives, CollectiveOnAPoolStreamFollowsTheKernelThatWroteItsInput) {
+  // With the default stream standing in for the caller's, the collective
+  // would start before the fill below (queued behind milliseconds of matrix
+  // products on a non-blocking pool stream) and reduce zeros.
+  const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAStreamGuard guard(side);
+  at::Tensor tensor = at::zeros({1 << 20}, at::TensorOptions().dtype(at::kFloat).device(gpu));
+  keep_current_stream_busy(gpu);
+  tensor.fill_(rank_ + 1.0F);  // the kernel writing the input, on `side`
+  backend_->all_reduce(tensor, reducing(ReduceOp::Sum))->wait();
+  EXPECT_TRUE(at::equal(tensor.cpu(), at::full({1 << 20}, size_ * (size_ + 1) / 2.0F)));
+}
+
+TEST_F(NcclCollectives, WaitOrdersTheStreamCurrentAtWaitNotTheOneAtPost) {
+  // Posted while the default stream is current, waited for while a pool
+  // stream is: work queued on the pool stream after wait() sees the result.
+  // (wait() also blocks the host until the collective finished, so this
+  // checks the contract's outcome; CallerStreamIsLibTorchsCurrentStream
+  // checks the stream that wait() orders.)
+  const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  at::Tensor tensor = at::full({1 << 20}, rank_ + 1.0F, at::TensorOptions().dtype(at::kFloat).device(gpu));
+  auto work = backend_->all_reduce(tensor, reducing(ReduceOp::Sum));
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device_));
+  const c10::cuda::CUDAStreamGuard guard(side);
+  work->wait();
+  const at::Tensor doubled = tensor * 2;  // queued on `side`
+  EXPECT_TRUE(at::equal(doubled.cpu(), at::full({1 << 20}, static_cast<float>(size_ * (size_ + 1)))));
+  EXPECT_TRUE(work->is_completed());
+}
+#endif
 
 }  // namespace

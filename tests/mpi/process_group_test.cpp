@@ -65,6 +65,47 @@ TEST(Groups, NewGroupFollowsTheListOrder) {
   EXPECT_EQ(t.item<float>(), static_cast<float>(ranks.front()));
 }
 
+TEST(Groups, SubGroupOfAGroupCountsRanksOfTheParent) {
+  const accelerate::State state;
+  // Parent: the world in reverse order. Sub-group: parent ranks 0 and 2 (if any), i.e. the
+  // last and the third-to-last world ranks, in that order.
+  std::vector<int> reversed;
+  for (int r = state.num_processes() - 1; r >= 0; --r) reversed.push_back(r);
+  auto parent = ProcessGroup::new_group(state, reversed);
+  ASSERT_NE(parent, nullptr);
+  std::vector<int> ranks{0};
+  if (parent->size() > 2) ranks.push_back(2);
+  auto group = ProcessGroup::new_group(state, *parent, ranks);
+  const auto where = std::find(ranks.begin(), ranks.end(), parent->rank());
+  if (where == ranks.end()) {
+    EXPECT_EQ(group, nullptr);
+  } else {
+    ASSERT_NE(group, nullptr);
+    EXPECT_EQ(group->rank(), where - ranks.begin());
+    EXPECT_EQ(group->size(), static_cast<int>(ranks.size()));
+    EXPECT_NE(group->name().find("of group["), std::string::npos) << group->name();
+    auto t = torch::full({1}, state.process_index(), torch::kInt64);
+    group->all_reduce(t);
+    int64_t expected = 0;
+    for (int r : ranks) expected += state.num_processes() - 1 - r;  // the world rank of parent rank r
+    EXPECT_EQ(t.item<int64_t>(), expected);
+  }
+  // The parent is still in step on every rank.
+  parent->barrier();
+}
+
+TEST(Groups, BadSubGroupListsFailOnEveryRankOfTheParent) {
+  const accelerate::State state;
+  auto parent = ProcessGroup::world(state);
+  try {
+    ProcessGroup::new_group(state, *parent, {parent->size()});
+    FAIL() << "expected ConfigError";
+  } catch (const accelerate::ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("ranks of group 'world'"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(ProcessGroup::new_group(state, *parent, {}), accelerate::ConfigError);
+}
+
 TEST(Groups, BadRankListsFailOnEveryRank) {
   const accelerate::State state;
   EXPECT_THROW(ProcessGroup::new_group(state, {0, 0}), accelerate::ConfigError);

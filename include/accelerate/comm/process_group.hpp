@@ -62,6 +62,16 @@ class ProcessGroup {
   /// ConfigError on every rank.
   static std::unique_ptr<ProcessGroup> new_group(const State& state, const std::vector<int>& ranks,
                                                  ProcessGroupOptions options = {});
+  /// The listed ranks of `parent`, in that order (rank i of the new group is
+  /// rank ranks[i] of `parent`). Collective over `parent`; returns nullptr on
+  /// ranks not listed, and bad lists raise ConfigError on every rank of it.
+  /// Where `parent` carries CUDA tensors, the new group's NCCL communicator
+  /// is split from the parent's (ncclCommSplit, NCCL 2.18 and newer, at
+  /// compile and at run time), otherwise bootstrapped over MPI among the
+  /// members, as the new_group above always does (it has no parent NCCL
+  /// communicator to split).
+  static std::unique_ptr<ProcessGroup> new_group(const State& state, ProcessGroup& parent,
+                                                 const std::vector<int>& ranks, ProcessGroupOptions options = {});
 
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -125,6 +135,9 @@ class ProcessGroup {
 
  private:
   ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options);
+  /// Adopts `nccl` (possibly nullptr) instead of creating the NCCL backend.
+  ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
+               std::unique_ptr<Backend> nccl);
   void wait_control(MPI_Request& request, std::chrono::milliseconds timeout, const std::string& what);
   void wait_control(MPI_Request& request, const std::string& what);
   void verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule);

@@ -2,9 +2,10 @@
 // bootstrapped through MPI, each enqueued on a backend-owned stream behind an
 // NcclWork (see nccl_work.hpp for the stream and timeout semantics).
 //
-// Only the CUDA runtime API is used, never LibTorch's CUDA API, so the
+// Only the CUDA runtime API is used, and LibTorch's CUDA API only to learn
+// the caller's current stream where LibTorch has it (caller_stream()), so the
 // backend builds against a CPU-only LibTorch. Consequences:
-//   - the caller's stream is the default stream (caller_stream());
+//   - against a CPU-only LibTorch the caller's stream is the default stream;
 //   - tensors must be contiguous: nothing is staged on the GPU;
 //   - dtype and reduction conversions are table look-ups (ncclAvg divides).
 #include "comm/nccl/nccl_comm.hpp"  // first: it must precede <nccl.h>
@@ -20,6 +21,7 @@
 
 #include "accelerate/error.hpp"
 #include "comm/mpi/mpi_types.hpp"
+#include "comm/nccl/nccl_split_method.hpp"
 #include "comm/nccl/nccl_work.hpp"
 #include "comm/tensor_checks.hpp"
 #include "detail/cuda_check.hpp"
@@ -279,11 +281,13 @@ bool NcclWork::is_completed() {
 }
 
 void NcclWork::wait() {
-  if (!done_ && !caller_ordered_) {
-    caller_ordered_ = true;
+  // The stream current now waits, whichever was current when the work was
+  // posted (as with c10d's Work::wait). Once done_ the host has seen the
+  // event complete, so later work on any stream already follows it.
+  if (!done_) {
     try {
       const CudaDeviceGuard guard(resources_->device);
-      ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(caller_stream(), done_event_.get(), 0));
+      ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(caller_stream(resources_->device), done_event_.get(), 0));
     } catch (...) {
       fail(std::current_exception());
     }
@@ -332,6 +336,7 @@ class NcclBackend final : public Backend {
       : resources_(std::move(resources)), policy_(policy) {}
 
   [[nodiscard]] std::string_view name() const override { return "nccl"; }
+  [[nodiscard]] const NcclResources& resources() const noexcept { return *resources_; }
   [[nodiscard]] int rank() const override { return resources_->rank; }
   [[nodiscard]] int size() const override { return resources_->size; }
 
@@ -375,7 +380,7 @@ std::unique_ptr<Work> NcclBackend::post(std::string description, std::vector<at:
   const cudaStream_t stream = resources_->stream.get();
   const CudaEvent ready;
   CudaEvent done;
-  ACCELERATE_CUDA_CHECK(cudaEventRecord(ready.get(), caller_stream()));
+  ACCELERATE_CUDA_CHECK(cudaEventRecord(ready.get(), caller_stream(resources_->device)));
   ACCELERATE_CUDA_CHECK(cudaStreamWaitEvent(stream, ready.get(), 0));
   enqueue(comm.get(), stream);
   ACCELERATE_CUDA_CHECK(cudaEventRecord(done.get(), stream));
@@ -689,6 +694,65 @@ std::unique_ptr<Backend> make_nccl_backend(MPI_Comm comm, int device, std::strin
   const ncclUniqueId id = exchange_nccl_unique_id(comm, 0, policy.timeout);
   resources->comm = NcclComm::init_rank(size, id, rank);
   return std::make_unique<NcclBackend>(std::move(resources), policy);
+}
+
+namespace {
+
+// This rank's verdict on splitting `parent`: what the versions allow, and
+// only while the parent communicator is intact.
+NcclSplitMethod local_split_method(const NcclComm& parent) noexcept {
+  int runtime = 0;
+  if (ncclGetVersion(&runtime) != ncclSuccess) runtime = 0;
+  if (parent.aborted() || parent.get() == nullptr) return NcclSplitMethod::mpi_bootstrap;
+  return choose_nccl_split_method(NCCL_VERSION_CODE, runtime);
+}
+
+}  // namespace
+
+static_assert(nccl_comm_split_version == NCCL_VERSION(2, 18, 0), "nccl_comm_split_version is NCCL 2.18.0");
+
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_comm, MPI_Comm member_comm,
+                                            std::string group, TimeoutPolicy policy) {
+  const auto* nccl = dynamic_cast<const NcclBackend*>(&parent);
+  if (nccl == nullptr) {
+    throw ConfigError(where() + " split_nccl_backend (group '" + group + "'): the parent backend is '" +
+                      std::string(parent.name()) + "', not 'nccl'.");
+  }
+  const NcclResources& from = nccl->resources();
+  // ncclCommSplit is collective over the parent, so every rank must take
+  // the same road: the split only if every rank can.
+  int mine = local_split_method(from.comm) == NcclSplitMethod::comm_split ? 1 : 0;
+  int everyone = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Iallreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, parent_comm, &request));
+  wait_with_timeout(request, policy.timeout,
+                    "split_nccl_backend (group '" + group + "'): MPI_Iallreduce of the split method", parent_comm);
+  const bool member = member_comm != MPI_COMM_NULL;
+  if (everyone == 0) {
+    if (!member) return nullptr;
+    return make_nccl_backend(member_comm, from.device, std::move(group), policy);
+  }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  int rank = 0;
+  int size = 0;
+  if (member) {
+    ACCELERATE_MPI_CHECK(MPI_Comm_rank(member_comm, &rank));
+    ACCELERATE_MPI_CHECK(MPI_Comm_size(member_comm, &size));
+  }
+  const CudaDeviceGuard guard(from.device);
+  std::shared_ptr<NcclResources> resources;
+  if (member) resources = std::make_shared<NcclResources>(from.device, group, rank, size);
+  // The key orders the members as member_comm does; NCCL_SPLIT_NOCOLOR
+  // takes part in the split without joining (the child is nullptr there).
+  ncclComm_t child = nullptr;
+  ACCELERATE_NCCL_CHECK(ncclCommSplit(from.comm.get(), member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &child, nullptr),
+                        from.comm.get());
+  if (!member) return nullptr;
+  resources->comm = NcclComm(child);
+  return std::make_unique<NcclBackend>(std::move(resources), policy);
+#else
+  throw ConfigError(where() + " split_nccl_backend: ncclCommSplit chosen without NCCL 2.18 headers (a bug).");
+#endif
 }
 
 }  // namespace accelerate::detail

@@ -25,4 +25,15 @@ ncclRedOp_t nccl_reduction(ReduceOp op);
 /// Creates the communicator eagerly on CUDA device `device` (collective over `comm`).
 std::unique_ptr<Backend> make_nccl_backend(MPI_Comm comm, int device, std::string group, TimeoutPolicy policy);
 
+/// The NCCL backend of a sub-group of the group whose NCCL backend is
+/// `parent`. Collective over that parent group: `parent_comm` is an MPI
+/// communicator of its ranks, `member_comm` the sub-group's MPI communicator
+/// (MPI_COMM_NULL on ranks outside it), whose rank order the sub-group
+/// keeps. The ranks agree on one method: ncclCommSplit of the parent's
+/// communicator when choose_nccl_split_method() allows it on every rank and
+/// the parent is intact, otherwise the members bootstrap a communicator over
+/// `member_comm`. Returns nullptr outside the sub-group.
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_comm, MPI_Comm member_comm,
+                                            std::string group, TimeoutPolicy policy);
+
 }  // namespace accelerate::detail

@@ -2,24 +2,31 @@
 // resources a backend shares with its Works, the argument checks run before
 // enqueuing, and NcclWork. Compiled only when the NCCL feature is on.
 //
-// Streams (c10d's [Sync Streams], without LibTorch's CUDA API):
+// Streams (c10d's [Sync Streams]):
 //
-//   caller stream   ──record(ready)──┐                 ┌──wait(done)── (Work::wait)
-//   backend stream                   └─wait(ready)─ NCCL op ─record(done)─┘
+//   current stream at post ──record(ready)──┐                 ┌──wait(done)── current stream at wait()
+//   backend stream                          └─wait(ready)─ NCCL op ─record(done)─┘
 //
 // Every collective runs on the backend's own stream, ordered after the work
-// already queued on the caller's stream. Work::wait() orders the caller's
-// stream after the collective, then blocks the host until the collective has
-// finished, polling its completion event and NCCL's asynchronous error state
-// against the deadline (there is no watchdog thread). On timeout it aborts
-// the communicator (ncclCommAbort) so that the GPU is released, then throws
-// TimeoutError or ends the job (TimeoutPolicy::abort_job), like MpiWork.
+// already queued on the caller's current stream (caller_stream()). Work::
+// wait() makes the stream that is current when wait() is called wait for the
+// collective (not necessarily the one current when it was posted), then
+// blocks the host until the collective has finished, polling its completion
+// event and NCCL's asynchronous error state against the deadline (there is
+// no watchdog thread). On timeout it aborts the communicator (ncclCommAbort)
+// so that the GPU is released, then throws TimeoutError or ends the job
+// (TimeoutPolicy::abort_job), like MpiWork.
 #pragma once
 
 #include "comm/nccl/nccl_comm.hpp"  // first: it must precede <nccl.h>
 
 #include <ATen/core/Tensor.h>
 #include <cuda_runtime_api.h>
+
+#include "accelerate/config.hpp"
+#if ACCELERATE_TORCH_CUDA_STREAMS
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <chrono>
 #include <exception>
@@ -35,21 +42,22 @@
 
 namespace accelerate::detail {
 
-/// The caller's "current stream": the stream the GPU work producing a
-/// collective's input was queued on, and that must wait for its output.
+/// The caller's current stream on CUDA device `device`: the stream the GPU
+/// work producing a collective's input was queued on, and (at wait()) the
+/// stream that must wait for its output. The one place that decides it.
 ///
-/// LibTorch's CUDA API (c10::cuda::getCurrentCUDAStream) is not used: the
-/// Debian LibTorch has no CUDA, and the backend must build against it. The
-/// default stream stands in: cudaStreamLegacy, or cudaStreamPerThread when
-/// the library is compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM. This is
-/// LibTorch's current stream unless the program selected another one (a
-/// CUDAStreamGuard). Work queued on a blocking stream is ordered too (the
-/// legacy stream synchronises with them); work on a non-blocking stream,
-/// which includes LibTorch's pool streams, must be synchronised by the
-/// caller before the collective. With a CUDA LibTorch, this function is the
-/// one place to return c10::cuda::getCurrentCUDAStream(device).stream().
-inline cudaStream_t caller_stream() noexcept {
-#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+/// With a CUDA LibTorch (ACCELERATE_TORCH_CUDA_STREAMS, decided at configure
+/// time) it is LibTorch's current stream, c10::cuda::getCurrentCUDAStream:
+/// the default stream unless the program selected another one (a
+/// CUDAStreamGuard, a pool stream). Against a CPU-only LibTorch, which has no
+/// such API, the default stream stands in: cudaStreamLegacy, or
+/// cudaStreamPerThread when compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM.
+/// The legacy stream also orders work on blocking streams, but not on
+/// non-blocking ones, which the caller must synchronise before a collective.
+inline cudaStream_t caller_stream([[maybe_unused]] int device) {
+#if ACCELERATE_TORCH_CUDA_STREAMS
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+#elif defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   return cudaStreamPerThread;
 #else
   return cudaStreamLegacy;
@@ -178,8 +186,9 @@ class NcclWork final : public Work {
 
   /// Non-blocking: queries the completion event (and NCCL's error state).
   bool is_completed() override;
-  /// Orders the caller's stream after the operation, then blocks the host
-  /// until it finished, within the deadline; rethrows its error.
+  /// Orders the caller's stream current now (caller_stream()) after the
+  /// operation, then blocks the host until it finished, within the
+  /// deadline; rethrows its error.
   void wait() override;
   [[nodiscard]] std::exception_ptr exception() const override { return error_; }
   [[nodiscard]] const std::string& description() const override { return description_; }
@@ -196,7 +205,6 @@ class NcclWork final : public Work {
   std::vector<at::Tensor> keep_alive_;
   TimeoutPolicy policy_;
   std::chrono::steady_clock::time_point posted_;
-  bool caller_ordered_ = false;
   bool done_ = false;
   std::exception_ptr error_;
 };
