@@ -33,9 +33,9 @@ bool is_abandoned(MPI_Comm comm) noexcept {
   return std::find(comms.begin(), comms.end(), comm) != comms.end();
 }
 
-int MpiHandleTraits<MPI_Comm>::free(MPI_Comm& comm) { return MPI_Comm_free(&comm); }
+int CommTraits::free(MPI_Comm& comm) { return MPI_Comm_free(&comm); }
 
-int MpiHandleTraits<MPI_Datatype>::free(MPI_Datatype& type) { return MPI_Type_free(&type); }
+int DatatypeTraits::free(MPI_Datatype& type) { return MPI_Type_free(&type); }
 
 void report_failed_free(std::string_view call, int code) noexcept {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -46,14 +46,14 @@ void report_failed_free(std::string_view call, int code) noexcept {
                static_cast<int>(call.size()), call.data(), text);
 }
 
-template <class Handle>
-void UniqueMpiHandle<Handle>::reset(Handle handle) {
+template <class Traits>
+void UniqueMpiHandle<Traits>::reset(Handle handle) {
   const int code = release_handle();
   handle_ = handle;
-  if (code != MPI_SUCCESS) throw_mpi_error(code, MpiHandleTraits<Handle>::name.data(), __FILE__, __LINE__);
+  if (code != MPI_SUCCESS) throw_mpi_error(code, Traits::name.data(), __FILE__, __LINE__);
 }
 
-template class UniqueMpiHandle<MPI_Comm>;
-template class UniqueMpiHandle<MPI_Datatype>;
+template class UniqueMpiHandle<CommTraits>;
+template class UniqueMpiHandle<DatatypeTraits>;
 
 }  // namespace accelerate::detail

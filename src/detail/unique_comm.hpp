@@ -22,21 +22,18 @@ namespace accelerate::detail {
 void abandon(MPI_Comm comm) noexcept;
 [[nodiscard]] bool is_abandoned(MPI_Comm comm) noexcept;
 
-/// Frees a handle at scope exit. A failed free is reported on stderr (a
-/// destructor must not throw); reset() throws MpiError instead.
-template <class Handle>
-struct MpiHandleTraits;
-
-template <>
-struct MpiHandleTraits<MPI_Comm> {
+/// How each kind of handle is freed. The traits are the template parameter,
+/// not the handle type: MPICH's MPI_Comm and MPI_Datatype are both `int`.
+struct CommTraits {
+  using Handle = MPI_Comm;
   static MPI_Comm null() { return MPI_COMM_NULL; }
   static int free(MPI_Comm& comm);
   static bool keep(MPI_Comm comm) { return is_abandoned(comm); }
   static constexpr std::string_view name = "MPI_Comm_free";
 };
 
-template <>
-struct MpiHandleTraits<MPI_Datatype> {
+struct DatatypeTraits {
+  using Handle = MPI_Datatype;
   static MPI_Datatype null() { return MPI_DATATYPE_NULL; }
   static int free(MPI_Datatype& type);
   static bool keep(MPI_Datatype) { return false; }
@@ -46,9 +43,11 @@ struct MpiHandleTraits<MPI_Datatype> {
 /// Reports a failed free from a destructor (stderr, with the rank).
 void report_failed_free(std::string_view call, int code) noexcept;
 
-template <class Handle>
+/// Frees a handle at scope exit. A failed free is reported on stderr (a
+/// destructor must not throw); reset() throws MpiError instead.
+template <class Traits>
 class UniqueMpiHandle {
-  using Traits = MpiHandleTraits<Handle>;
+  using Handle = typename Traits::Handle;
 
  public:
   UniqueMpiHandle() noexcept : handle_(Traits::null()) {}
@@ -73,7 +72,7 @@ class UniqueMpiHandle {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != Traits::null(); }
 
   /// Frees the current handle (throwing MpiError on failure), then owns `handle`.
-  void reset(Handle handle = MpiHandleTraits<Handle>::null());
+  void reset(Handle handle = Traits::null());
 
   /// Gives the handle up without freeing it.
   [[nodiscard]] Handle release() noexcept {
@@ -101,7 +100,7 @@ class UniqueMpiHandle {
   Handle handle_;
 };
 
-using UniqueComm = UniqueMpiHandle<MPI_Comm>;
-using UniqueDatatype = UniqueMpiHandle<MPI_Datatype>;
+using UniqueComm = UniqueMpiHandle<CommTraits>;
+using UniqueDatatype = UniqueMpiHandle<DatatypeTraits>;
 
 }  // namespace accelerate::detail
