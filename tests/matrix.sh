@@ -3,6 +3,7 @@
 # with a summary of results and times (docs/testing.md, "Variants").
 #
 # usage: tests/matrix.sh [variant...]     (default: all four)
+#        tests/matrix.sh --args VARIANT   its tests/run.sh arguments, one per line
 #   default  Open MPI, Debian's LibTorch 1.13, -O2 -g   the whole suite
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g1   the whole suite
 #   mpich    MPICH (srun --mpi=pmi2), -O1 -g1            tests labelled mpi or integration,
@@ -22,6 +23,14 @@ variant_args() {
     *) echo "tests/matrix.sh: unknown variant '$1' (default, asan, mpich, pypi)" >&2; return 2 ;;
   esac
 }
+
+# --args VARIANT: print that variant's tests/run.sh arguments, one per line (.ci/run).
+if [ "${1:-}" = --args ]; then
+  args=$(variant_args "${2:-}") || exit 2
+  read -r -a args <<<"$args"
+  [ ${#args[@]} -eq 0 ] || printf '%s\n' "${args[@]}"
+  exit 0
+fi
 
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(default asan mpich pypi)
