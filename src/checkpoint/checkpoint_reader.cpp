@@ -25,11 +25,13 @@
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "detail/blocking_call_watchdog.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
 
 using namespace accelerate::checkpoint::detail;
+using accelerate::detail::BlockingCallWatchdog;
 
 namespace {
 
@@ -275,6 +277,9 @@ class ReadOnlyDescriptor {
 
 struct CheckpointReader::Impl {
   explicit Impl(const ReaderOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
+  ~Impl() { close_parallel_file_quietly(file, options.comm, options.timeout, options.file.string()); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   ReaderOptions options;
   DeadlineComm comm;  // every step the reader takes outside HDF5
@@ -311,6 +316,7 @@ struct CheckpointReader::Impl {
   void read_range(std::string_view name, hid_t type, std::int64_t begin, std::int64_t count, void* out,
                   const std::function<void(hid_t)>& select) {
     const std::string path(name);
+    const BlockingCallWatchdog watchdog("checkpoint: collective H5Dread of '" + where(name) + "'", options.timeout);
     Dataset dataset(H5Dopen2(file.get(), path.c_str(), H5P_DEFAULT), where(name));
     Dataspace file_space(H5Dget_space(dataset.get()), where(name));
     select(file_space.get());
@@ -464,7 +470,7 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
                     "' does not exist on every rank. With save_on_each_node=false the checkpoint directory must "
                     "be on a file system all ranks share.");
   }
-  s.file = open_parallel_file(options.comm, options.file);
+  s.file = open_parallel_file(options.comm, options.file, options.timeout);
   s.raw = ReadOnlyDescriptor(options.file);
   const int open_error = s.raw.get() >= 0 ? 0 : errno;
   if (!all_ranks_agree(s.comm, s.raw.get() >= 0, "CheckpointReader (could every rank open the file?)")) {
@@ -477,6 +483,8 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   s.transfer = collective_transfer(false);
   const hid_t root = s.file.get();
   const std::string where = options.file.string();
+  // Metadata reads are collective (H5Pset_all_coll_metadata_ops): watched.
+  const BlockingCallWatchdog watchdog("checkpoint: reading the header and index of '" + where + "'", options.timeout);
   CheckpointHeader& h = s.header;
   h.format = attribute_or<std::string>(read_attribute(root, "format", where), "");
   if (h.format != FORMAT_NAME) {
@@ -622,6 +630,9 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
 
 std::optional<AttributeValue> CheckpointReader::attribute(std::string_view group, std::string_view name) {
   Impl& s = *impl_;
+  // Metadata reads are collective (H5Pset_all_coll_metadata_ops): watched.
+  const BlockingCallWatchdog watchdog(
+      "checkpoint: reading attribute '" + std::string(name) + "' of '" + s.where(group) + "'", s.options.timeout);
   if (group.empty()) return read_attribute(s.file.get(), name, s.options.file.string());
   const std::string path(group);
   if (H5Lexists(s.file.get(), path.c_str(), H5P_DEFAULT) <= 0) return std::nullopt;

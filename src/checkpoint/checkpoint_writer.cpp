@@ -18,12 +18,14 @@
 #include "checkpoint/layout.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "detail/blocking_call_watchdog.hpp"
 #include "checkpoint/timestamp.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
 
 using namespace accelerate::checkpoint::detail;
+using accelerate::detail::BlockingCallWatchdog;
 
 namespace {
 
@@ -44,6 +46,9 @@ at::Tensor host_contiguous(const at::Tensor& tensor) {
 
 struct CheckpointWriter::Impl {
   explicit Impl(const WriterOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
+  ~Impl() { close_parallel_file_quietly(file, options.comm, options.timeout, options.file.string()); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   WriterOptions options;
   DeadlineComm comm;  // every step the writer takes outside HDF5
@@ -64,6 +69,7 @@ struct CheckpointWriter::Impl {
                                  : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                     where(name));
     const std::string path(name);
+    const BlockingCallWatchdog watchdog("checkpoint: H5Dcreate of '" + where(name) + "'", options.timeout);
     return Dataset(H5Dcreate2(file.get(), path.c_str(), type, space.get(), link_creation.get(),
                               dataset_creation.get(), H5P_DEFAULT),
                    where(name));
@@ -77,6 +83,7 @@ struct CheckpointWriter::Impl {
     Dataspace memory_space(H5Screate_simple(1, memory_dims, nullptr), where(name));
     if (count <= 0) ACCELERATE_HDF5_CHECK(H5Sselect_none(memory_space.get()), where(name));
     (void)dims;
+    const BlockingCallWatchdog watchdog("checkpoint: collective H5Dwrite of '" + where(name) + "'", options.timeout);
     ACCELERATE_HDF5_CHECK(H5Dwrite(dataset.get(), type, memory_space.get(), file_space.get(), transfer.get(), data),
                           where(name));
   }
@@ -96,7 +103,8 @@ CheckpointWriter::CheckpointWriter(const WriterOptions& options, const Checkpoin
   // HDF5 and cannot time out: a rank that never comes is named here.
   require_same_on_all_ranks(s.comm, options.file.string(), "CheckpointWriter (file name)");
   s.assigned_bytes.assign(static_cast<std::size_t>(s.size), 0);
-  s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment});
+  s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment},
+                                options.timeout);
   s.transfer = collective_transfer(options.two_phase_io);
   s.link_creation = PropertyList(H5Pcreate(H5P_LINK_CREATE), "link creation list");
   ACCELERATE_HDF5_CHECK(H5Pset_create_intermediate_group(s.link_creation.get(), 1), "link creation list");
@@ -225,6 +233,9 @@ void CheckpointWriter::set_attribute(std::string_view group, std::string_view na
   require_same_on_all_ranks(s.comm, "attribute '" + std::string(group) + "' '" + std::string(name) + "'",
                             "set_attribute");
   const std::string where = s.where(group);
+  // Metadata reads are collective (H5Pset_all_coll_metadata_ops): watched.
+  const BlockingCallWatchdog watchdog("checkpoint: writing attribute '" + std::string(name) + "' of '" + where + "'",
+                                      s.options.timeout);
   if (group.empty()) {
     write_attribute(s.file.get(), name, value, where);
     return;
@@ -243,8 +254,12 @@ void CheckpointWriter::close() {
   Impl& s = *impl_;
   if (s.closed) return;
   s.closed = true;
-  ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
-  s.file.close(s.options.file.string());
+  {
+    const BlockingCallWatchdog watchdog("checkpoint: H5Fflush of '" + s.options.file.string() + "'",
+                                        s.options.timeout);
+    ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
+  }
+  close_parallel_file(s.file, s.options.comm, s.options.timeout, s.options.file.string());
 }
 
 std::uint64_t CheckpointWriter::bytes_written_locally() const noexcept { return impl_->written; }

@@ -39,6 +39,10 @@ class Hdf5Handle {
   void reset() noexcept {
     if (id_ >= 0) Close(std::exchange(id_, H5I_INVALID_HID));
   }
+  /// Gives the identifier up without closing it: for a parallel file whose
+  /// communicator was abandoned after a timeout, whose close is a collective
+  /// that would never return (unique_comm.hpp states the rule).
+  void release() noexcept { id_ = H5I_INVALID_HID; }
   /// Closes now and reports a failure as Hdf5Error naming `what`.
   void close(std::string_view what) {
     if (id_ >= 0) ACCELERATE_HDF5_CHECK(Close(std::exchange(id_, H5I_INVALID_HID)), what);

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "checkpoint/hdf5_binding.hpp"
+#include "detail/blocking_call_watchdog.hpp"
+#include "detail/unique_comm.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
@@ -25,20 +27,43 @@ PropertyList file_access(MPI_Comm comm, const std::string& what) {
 
 }  // namespace
 
-File create_parallel_file(MPI_Comm comm, const std::filesystem::path& path, const ParallelFileOptions& options) {
+File create_parallel_file(MPI_Comm comm, const std::filesystem::path& path, const ParallelFileOptions& options,
+                          std::chrono::milliseconds limit) {
   const std::string what = path.string();
   PropertyList fapl = file_access(comm, what);
   // Large datasets start on file-system block boundaries.
   ACCELERATE_HDF5_CHECK(H5Pset_alignment(fapl.get(), options.alignment_threshold, options.alignment), what);
   // Metadata is gathered into larger blocks rather than scattered small writes.
   ACCELERATE_HDF5_CHECK(H5Pset_meta_block_size(fapl.get(), 1 << 20), what);
+  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fcreate of '" + what + "'", limit);
   return File(H5Fcreate(what.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), what);
 }
 
-File open_parallel_file(MPI_Comm comm, const std::filesystem::path& path) {
+File open_parallel_file(MPI_Comm comm, const std::filesystem::path& path, std::chrono::milliseconds limit) {
   const std::string what = path.string();
   PropertyList fapl = file_access(comm, what);
+  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fopen of '" + what + "'", limit);
   return File(H5Fopen(what.c_str(), H5F_ACC_RDONLY, fapl.get()), what);
+}
+
+void close_parallel_file(File& file, MPI_Comm comm, std::chrono::milliseconds limit, std::string_view what) {
+  if (!file.valid()) return;
+  if (accelerate::detail::is_abandoned(comm)) {
+    file.release();
+    return;
+  }
+  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fclose of '" + std::string(what) + "'",
+                                                          limit);
+  file.close(what);
+}
+
+void close_parallel_file_quietly(File& file, MPI_Comm comm, std::chrono::milliseconds limit,
+                                 std::string_view what) noexcept {
+  try {
+    close_parallel_file(file, comm, limit, what);
+  } catch (...) {
+    file.release();  // a failed H5Fclose has already released what it could
+  }
 }
 
 PropertyList collective_transfer(bool two_phase) {

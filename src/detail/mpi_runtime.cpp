@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
+
 namespace accelerate::detail {
 
 bool mpi_is_running() noexcept {
@@ -13,11 +16,22 @@ bool mpi_is_running() noexcept {
 }
 
 std::optional<WorldPosition> world_position() noexcept {
+  // MPI_Initialized and MPI_Finalized may be called from any thread; the rank
+  // and size come from the first call (State makes it on the main thread
+  // right after MPI_Init), so error paths on other threads make no MPI call
+  // under MPI_THREAD_FUNNELED.
+  static std::atomic<std::int64_t> cached{-1};  // rank << 32 | size, once known
   if (!mpi_is_running()) return std::nullopt;
-  WorldPosition position;
-  MPI_Comm_rank(MPI_COMM_WORLD, &position.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &position.size);
-  return position;
+  std::int64_t packed = cached.load(std::memory_order_acquire);
+  if (packed < 0) {
+    int rank = 0;
+    int size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    packed = (std::int64_t{rank} << 32) | static_cast<std::uint32_t>(size);
+    cached.store(packed, std::memory_order_release);
+  }
+  return WorldPosition{static_cast<int>(packed >> 32), static_cast<int>(packed & 0xffffffff)};
 }
 
 void abort_running_mpi(int exit_code) noexcept {

@@ -13,7 +13,9 @@ struct WorldPosition {
   int rank = 0;
   int size = 1;
 };
-/// This process's rank and the size of MPI_COMM_WORLD, while MPI runs.
+/// This process's rank and the size of MPI_COMM_WORLD, while MPI runs. The
+/// first call asks MPI (make it on the main thread); later calls, from any
+/// thread, return the cached answer.
 [[nodiscard]] std::optional<WorldPosition> world_position() noexcept;
 
 /// MPI_Abort over MPI_COMM_WORLD while MPI runs; returns when it does not.

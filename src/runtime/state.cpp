@@ -10,6 +10,7 @@
 #include "detail/arrival_board.hpp"
 #include "detail/deadline_comm.hpp"
 #include "detail/mpi_check.hpp"
+#include "detail/mpi_runtime.hpp"
 #include "detail/unique_comm.hpp"
 #include "runtime/device_probe.hpp"
 
@@ -132,6 +133,7 @@ State::State(StateOptions options) : host_(hostname()) {
     int world_size = 0;
     ACCELERATE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     ACCELERATE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    (void)detail::world_position();  // cached now, on the main thread, for error messages from any thread
     agree_on_launcher(options.comm, world_rank, world_size);
     discover_layout(options.comm, emulated_ranks_per_node_);
     choose_device(cpu);
