@@ -8,7 +8,7 @@
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g1   the whole suite
 #   mpich    MPICH (srun --mpi=pmi2), -O1 -g1            tests labelled mpi or integration,
 #                                                        less spack, fuzz and local_mpirun_train
-#   pypi     LibTorch 2.x from the PyPI wheel, -O1 -g1   all but the launching, spack and fuzz labels
+#   pypi     LibTorch 2.x from the PyPI wheel, -O1 -g1   all but the launching, spack, fuzz and faults labels
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,7 @@ variant_args() {
     # local_mpirun_train: under MPICH's mpiexec the stopped job's exit code 75
     # arrives as 0 (docs/testing.md, "Known gaps").
     mpich) echo "--mpi=mpich --fast-build -- -L mpi|integration -LE spack|fuzz -E ^local_mpirun_train$" ;;
-    pypi) echo "--libtorch=pypi --fast-build -- -LE launching|spack|fuzz" ;;
+    pypi) echo "--libtorch=pypi --fast-build -- -LE launching|spack|fuzz|faults" ;;
     *) echo "tests/matrix.sh: unknown variant '$1' (default, asan, mpich, pypi)" >&2; return 2 ;;
   esac
 }

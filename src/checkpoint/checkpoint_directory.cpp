@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>  // renameat2
 #include <cstdlib>
+#include <string_view>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -96,15 +97,23 @@ std::optional<int> node_of_state_file(const std::string& name) {
 // checkpoint, and the old one is removed afterwards. File systems without
 // the exchange (some network file systems) get two renames, old aside then
 // new in place; a crash between them leaves both hidden siblings, which
-// recover_interrupted_commit() puts back. "" on success, else the reason.
-std::string move_into_place(const fs::path& staging, const fs::path& final_directory) {
+// recover_interrupted_commit() puts back. "" on success, else the reason;
+// `method` says which way was taken.
+//
+// Test hook: ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE=1 takes the two-rename
+// way, as on a file system without the exchange.
+std::string move_into_place(const fs::path& staging, const fs::path& final_directory, CommitMethod& method) {
   std::error_code error;
   if (fs::exists(final_directory, error)) {
-    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_directory.c_str(), RENAME_EXCHANGE) == 0) {
+    const char* no_exchange = std::getenv("ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE");
+    const bool try_exchange = no_exchange == nullptr || std::string_view(no_exchange) != "1";
+    if (try_exchange &&
+        ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_directory.c_str(), RENAME_EXCHANGE) == 0) {
+      method = CommitMethod::exchange;
       fs::remove_all(staging, error);  // now the old checkpoint
       return "";
     }
-    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+    if (try_exchange && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
       return "cannot exchange '" + staging.string() + "' with '" + final_directory.string() + "': " + std::strerror(errno);
     }
     const fs::path aside = final_directory.parent_path() / ("." + final_directory.filename().string() + ".old-" + make_nonce());
@@ -112,11 +121,13 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
     if (error) return "cannot move '" + final_directory.string() + "' aside: " + error.message();
     fs::rename(staging, final_directory, error);
     if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+    method = CommitMethod::aside_then_rename;
     fs::remove_all(aside, error);
     return "";
   }
   fs::rename(staging, final_directory, error);
   if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+  method = CommitMethod::rename;
   return "";
 }
 
@@ -294,7 +305,7 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
     }
     if (problem.empty()) problem = sync_path(manifest_path, false);
     if (problem.empty()) problem = sync_path(staging_, true);
-    if (problem.empty()) problem = move_into_place(staging_, final_);
+    if (problem.empty()) problem = move_into_place(staging_, final_, method_);
     if (problem.empty()) problem = sync_path(final_.parent_path().empty() ? fs::path(".") : final_.parent_path(), true);
   }
   throw_if_any_failed(world, problem, "committing " + final_.string());

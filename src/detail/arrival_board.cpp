@@ -1,9 +1,13 @@
 #include "detail/arrival_board.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "detail/mpi_check.hpp"
+#include "detail/mpi_runtime.hpp"
 
 namespace accelerate::detail {
 namespace {
@@ -22,6 +26,8 @@ int board_keyval() {
   return keyval;
 }
 
+std::atomic<std::size_t> leaked_buffers{0};
+
 }  // namespace
 
 ArrivalBoard::ArrivalBoard(MPI_Comm comm) {
@@ -32,7 +38,32 @@ ArrivalBoard::ArrivalBoard(MPI_Comm comm) {
 }
 
 ArrivalBoard::~ArrivalBoard() {
-  if (attached_to_ != MPI_COMM_NULL && mpi_is_running()) MPI_Comm_delete_attr(attached_to_, board_keyval());
+  if (!mpi_is_running()) {
+    for (Message& message : in_flight_) (void)message.data.release();  // MPI is gone; so is any use of these
+    return;
+  }
+  if (attached_to_ != MPI_COMM_NULL) MPI_Comm_delete_attr(attached_to_, board_keyval());
+  reap();
+  // MPI may still read these buffers: it frees the requests when the sends
+  // complete, and the buffers stay allocated for good.
+  for (Message& message : in_flight_) {
+    MPI_Request_free(&message.request);
+    (void)message.data.release();
+    leaked_buffers.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+std::size_t ArrivalBoard::in_flight_leaked() noexcept { return leaked_buffers.load(std::memory_order_relaxed); }
+
+void ArrivalBoard::keep_in_flight(Message message) const {
+  if (message.request != MPI_REQUEST_NULL) in_flight_.push_back(std::move(message));
+}
+
+void ArrivalBoard::reap() const {
+  std::erase_if(in_flight_, [](Message& message) {
+    int done = 0;
+    return MPI_Test(&message.request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done != 0;
+  });
 }
 
 std::unique_ptr<ArrivalBoard> ArrivalBoard::attach(MPI_Comm comm) {
@@ -55,56 +86,52 @@ ArrivalBoard* ArrivalBoard::attached(MPI_Comm comm) noexcept {
 }
 
 void ArrivalBoard::serve_queries() const {
+  reap();
   for (;;) {
     int pending = 0;
     MPI_Status status;
     if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, comm_.get(), &pending, &status) != MPI_SUCCESS || pending == 0) return;
-    int64_t ignored = 0;
-    MPI_Recv(&ignored, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, comm_.get(), MPI_STATUS_IGNORE);
-    // Fire and forget: the asker may already have given up waiting.
-    MPI_Request request = MPI_REQUEST_NULL;
-    static thread_local int64_t answer = 0;
-    answer = sequence_;
-    MPI_Isend(&answer, 1, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, comm_.get(), &request);
-    MPI_Request_free(&request);
+    int64_t query = 0;
+    MPI_Recv(&query, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, comm_.get(), MPI_STATUS_IGNORE);
+    // The asker may already have given up waiting: the answer stays in
+    // flight, its buffer alive, until it is delivered.
+    Message answer{std::make_unique<std::array<int64_t, 2>>(std::array<int64_t, 2>{query, sequence_})};
+    MPI_Isend(answer.data->data(), 2, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, comm_.get(), &answer.request);
+    keep_in_flight(std::move(answer));
   }
 }
 
 std::string ArrivalBoard::missing_ranks(int64_t sequence, std::chrono::milliseconds deadline) const {
   const auto n = static_cast<std::size_t>(size_);
-  std::vector<int64_t> counts(n, -1);
-  std::vector<MPI_Request> answers(n, MPI_REQUEST_NULL);
-  std::vector<MPI_Request> queries(n, MPI_REQUEST_NULL);
   std::vector<bool> answered(n, false);
+  std::vector<int64_t> counts(n, -1);
   answered[static_cast<std::size_t>(rank_)] = true;
   counts[static_cast<std::size_t>(rank_)] = sequence_;
+  const int64_t query = ++queries_;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    const auto i = static_cast<std::size_t>(r);
-    MPI_Irecv(&counts[i], 1, MPI_INT64_T, r, kAnswerTag, comm_.get(), &answers[i]);
-    MPI_Isend(&sequence_, 1, MPI_INT64_T, r, kQueryTag, comm_.get(), &queries[i]);
+    Message message{std::make_unique<std::array<int64_t, 2>>(std::array<int64_t, 2>{query, 0})};
+    MPI_Isend(message.data->data(), 1, MPI_INT64_T, r, kQueryTag, comm_.get(), &message.request);
+    keep_in_flight(std::move(message));
   }
   const auto until = std::chrono::steady_clock::now() + deadline;
-  for (bool all = false; !all && std::chrono::steady_clock::now() < until;) {
+  for (bool all = size_ == 1; !all && std::chrono::steady_clock::now() < until;) {
     serve_queries();  // the others are asking us at the same time
-    all = true;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (answered[i]) continue;
-      int done = 0;
-      MPI_Test(&answers[i], &done, MPI_STATUS_IGNORE);
-      answered[i] = done != 0;
-      all = all && answered[i];
+    // Answers are received as they come, never pre-posted: nothing is left
+    // to cancel, and a stale answer (an earlier query's) is dropped.
+    for (;;) {
+      int pending = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, comm_.get(), &pending, &status) != MPI_SUCCESS || pending == 0) break;
+      std::array<int64_t, 2> answer{};
+      MPI_Recv(answer.data(), 2, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, comm_.get(), MPI_STATUS_IGNORE);
+      if (answer[0] != query) continue;
+      const auto i = static_cast<std::size_t>(status.MPI_SOURCE);
+      answered[i] = true;
+      counts[i] = answer[1];
     }
+    all = std::all_of(answered.begin(), answered.end(), [](bool a) { return a; });
     if (!all) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  // Unanswered requests can never complete safely now: cancel what can be
-  // cancelled and let MPI reclaim the rest.
-  for (std::size_t i = 0; i < n; ++i) {
-    if (answers[i] != MPI_REQUEST_NULL && !answered[i]) {
-      MPI_Cancel(&answers[i]);
-      MPI_Request_free(&answers[i]);
-    }
-    if (queries[i] != MPI_REQUEST_NULL) MPI_Request_free(&queries[i]);
   }
   std::string text;
   for (std::size_t i = 0; i < n; ++i) {

@@ -12,11 +12,11 @@ foreach(n 2 4)
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_injection_test.sh ${n} $<TARGET_FILE:fault_job> mpirun
             ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS})
   set_tests_properties(fault_injection_mpirun_np${n} PROPERTIES
-    PROCESSORS ${n} TIMEOUT 600 LABELS "mpi;integration")
+    PROCESSORS ${n} TIMEOUT 600 LABELS "mpi;integration;faults")
   add_test(NAME fault_injection_srun_np${n}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_injection_test.sh ${n} $<TARGET_FILE:fault_job> srun ${_srun_plugin})
   set_tests_properties(fault_injection_srun_np${n} PROPERTIES
-    PROCESSORS ${n} TIMEOUT 600 LABELS "mpi;integration;launching" RESOURCE_LOCK slurm
+    PROCESSORS ${n} TIMEOUT 600 LABELS "mpi;integration;launching;faults" RESOURCE_LOCK slurm
     SKIP_RETURN_CODE 77 SKIP_REGULAR_EXPRESSION "ACCELERATE_TEST_SKIPPED")
 endforeach()
 
@@ -24,5 +24,5 @@ add_test(NAME fault_injection_survivors_np2
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/fault_injection_test.sh 2 $<TARGET_FILE:fault_job> mpirun-survivors
           ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS})
 set_tests_properties(fault_injection_survivors_np2 PROPERTIES
-  PROCESSORS 2 TIMEOUT 600 LABELS "mpi;integration"
+  PROCESSORS 2 TIMEOUT 600 LABELS "mpi;integration;faults"
   SKIP_RETURN_CODE 77 SKIP_REGULAR_EXPRESSION "ACCELERATE_TEST_SKIPPED")

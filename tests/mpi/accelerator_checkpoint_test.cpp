@@ -238,6 +238,42 @@ TEST(AcceleratorCheckpoint, MissingCheckpointAndUnsupportedOptimizerAreClearErro
   acc::testing::remove_shared_directory(project);
 }
 
+// An overwrite of save_state(dir) that crashed between its two renames (on a
+// file system without an atomic exchange) leaves the old checkpoint aside and
+// the new one complete under a hidden name, nothing under `dir`:
+// load_state(dir) puts the new one back under its name and loads it.
+TEST(AcceleratorCheckpoint, LoadStateRecoversAnOverwriteInterruptedBetweenItsRenames) {
+  const fs::path project = acc::testing::shared_temp_directory("recover_on_load");
+  acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}});
+  auto net = std::make_shared<Net>(1);
+  auto model = accelerator.prepare(net);
+  accelerator.save_state(project / "ck");
+  std::vector<torch::Tensor> newer;
+  {
+    const torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters()) newer.push_back(p.add_(1.5).detach().clone());
+  }
+  accelerator.save_state(project / "next");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (acc::testing::world_rank() == 0) {
+    fs::rename(project / "ck", project / ".ck.old-aaaa");
+    fs::rename(project / "next", project / ".ck.tmp-bbbb");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    const torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters()) p.zero_();
+  }
+  const auto loaded = accelerator.load_state(project / "ck");
+  EXPECT_EQ(loaded.directory, project / "ck");
+  const auto parameters = net->parameters();
+  ASSERT_EQ(parameters.size(), newer.size());
+  for (std::size_t i = 0; i < newer.size(); ++i) EXPECT_TRUE(torch::equal(parameters[i], newer[i])) << i;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(fs::exists(project / ".ck.tmp-bbbb"));
+  acc::testing::remove_shared_directory(project);
+}
+
 // The Accelerate idiom `if is_main_process: save_state()` is wrong here (the
 // save is parallel): it must end in a TimeoutError that says so, not a hang.
 TEST(AcceleratorCheckpoint, SaveStateOnTheMainProcessOnlyIsATimeoutNotAHang) {

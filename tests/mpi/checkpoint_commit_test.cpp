@@ -3,16 +3,20 @@
 // commit everywhere, refusal to overwrite, and save_on_each_node with
 // emulated nodes (each node writes and reads its own file).
 #include <gtest/gtest.h>
+#include <fcntl.h>  // AT_FDCWD
 #include <mpi.h>
 
 #include <ATen/ATen.h>
 
+#include <cstdio>  // renameat2
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
@@ -34,8 +38,11 @@ void cleanup(const fs::path& dir) { accelerate::testing::remove_shared_directory
 
 at::Tensor weights(int iteration) { return at::arange(3000000, at::kFloat).add(iteration); }
 
-void save(const fs::path& final_dir, int iteration, std::optional<int> total_limit, bool ok = true) {
-  ckpt::StagedCheckpoint staged(final_dir, {.world = MPI_COMM_WORLD, .file_comm = MPI_COMM_WORLD});
+// Returns how the commit moved the directory (the moving rank's answer, on every rank).
+ckpt::CommitMethod save(const fs::path& final_dir, int iteration, std::optional<int> total_limit, bool ok = true,
+                        bool overwrite = false) {
+  ckpt::StagedCheckpoint staged(final_dir,
+                                {.world = MPI_COMM_WORLD, .file_comm = MPI_COMM_WORLD, .overwrite = overwrite});
   {
     ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = staged.file_path()}, {.iteration = iteration});
     writer.write_replicated("pytorch_model/w", weights(iteration));
@@ -43,6 +50,23 @@ void save(const fs::path& final_dir, int iteration, std::optional<int> total_lim
   }
   staged.commit(ok, ckpt::Manifest{.step = 10 * iteration, .iteration = iteration, .world_size = world_size()},
                 total_limit);
+  int method = static_cast<int>(staged.commit_method());
+  MPI_Allreduce(MPI_IN_PLACE, &method, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return static_cast<ckpt::CommitMethod>(method);
+}
+
+// Whether this file system exchanges two names in one step (renameat2 RENAME_EXCHANGE).
+bool file_system_can_exchange(const fs::path& root) {
+  int can = 0;
+  if (world_rank() == 0) {
+    fs::create_directories(root / "probe_a");
+    fs::create_directories(root / "probe_b");
+    can = ::renameat2(AT_FDCWD, (root / "probe_a").c_str(), AT_FDCWD, (root / "probe_b").c_str(), RENAME_EXCHANGE) == 0;
+    fs::remove_all(root / "probe_a");
+    fs::remove_all(root / "probe_b");
+  }
+  MPI_Bcast(&can, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return can != 0;
 }
 
 std::vector<std::string> names_in(const fs::path& dir) {
@@ -149,6 +173,34 @@ TEST(CheckpointCommit, InterruptedOverwriteIsRecoveredUnderItsName) {
     EXPECT_FALSE(ckpt::recover_interrupted_commit(root / "ck").has_value());
     EXPECT_FALSE(fs::exists(root / "ck"));
   }
+  cleanup(root);
+}
+
+// An overwrite takes the atomic exchange where the file system has it, and
+// the two renames (old aside, new in place) where it does not (forced here
+// by the test hook); either way only the new checkpoint remains, no sibling.
+TEST(CheckpointCommit, OverwriteExchangesWhereItCanAndMovesAsideWhereItCannot) {
+  const fs::path root = shared_directory("overwrite");
+  const bool can_exchange = file_system_can_exchange(root);
+  for (const bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "exchange disabled by the test hook" : "exchange allowed");
+    if (forced) {
+      ::setenv("ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE", "1", 1);
+    } else {
+      ::unsetenv("ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE");
+    }
+    const fs::path name = root / (forced ? "ck_forced" : "ck");
+    EXPECT_EQ(save(name, 1, std::nullopt), ckpt::CommitMethod::rename);
+    const ckpt::CommitMethod expected =
+        can_exchange && !forced ? ckpt::CommitMethod::exchange : ckpt::CommitMethod::aside_then_rename;
+    EXPECT_EQ(save(name, 2, std::nullopt, true, /*overwrite=*/true), expected);
+    EXPECT_EQ(ckpt::read_complete_manifest(name)->iteration, 2);
+    ckpt::CheckpointReader reader({.file = name / ckpt::STATE_FILE_NAME});
+    EXPECT_TRUE(at::equal(reader.read_replicated("pytorch_model/w"), weights(2)));
+  }
+  ::unsetenv("ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE");
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"ck", "ck_forced"}));
   cleanup(root);
 }
 

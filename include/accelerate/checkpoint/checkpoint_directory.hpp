@@ -90,6 +90,14 @@ struct StagingOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 
+/// How a commit put the checkpoint under its final name.
+enum class CommitMethod {
+  none,               ///< not committed, or not by this rank (one rank per commit moves the directory)
+  rename,             ///< the name was free: one rename
+  exchange,           ///< overwrite, atomic: renameat2(RENAME_EXCHANGE), then the old one removed
+  aside_then_rename,  ///< overwrite where the file system cannot exchange: old aside, new in place
+};
+
 /// One save in progress. Collective construction and commit.
 ///
 ///   StagedCheckpoint staged(final_dir, {.world = w, .file_comm = w});
@@ -115,12 +123,16 @@ class StagedCheckpoint {
   /// to the final directory are rotated after the commit. Collective.
   void commit(bool local_ok, Manifest manifest, std::optional<int> total_limit = std::nullopt);
 
+  /// How commit() moved the directory, on the rank that moved it; none elsewhere.
+  [[nodiscard]] CommitMethod commit_method() const noexcept { return method_; }
+
  private:
   std::filesystem::path final_;
   std::filesystem::path staging_;
   StagingOptions options_;
   bool leader_ = false;
   bool committed_ = false;
+  CommitMethod method_ = CommitMethod::none;
 };
 
 }  // namespace accelerate::checkpoint
