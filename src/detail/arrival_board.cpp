@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,6 +27,13 @@ int board_keyval() {
   return keyval;
 }
 
+// Buffers handed to MPI by destroyed boards: kept reachable for the life of
+// the process (a leak checker sees them as held, which they are, by MPI).
+std::mutex kept_mutex;
+std::vector<std::unique_ptr<std::array<int64_t, 2>>>& kept_for_mpi() {
+  static auto* const kept = new std::vector<std::unique_ptr<std::array<int64_t, 2>>>;
+  return *kept;
+}
 std::atomic<std::size_t> leaked_buffers{0};
 
 }  // namespace
@@ -39,16 +47,17 @@ ArrivalBoard::ArrivalBoard(MPI_Comm comm) {
 
 ArrivalBoard::~ArrivalBoard() {
   if (!mpi_is_running()) {
-    for (Message& message : in_flight_) (void)message.data.release();  // MPI is gone; so is any use of these
+    in_flight_.clear();  // MPI is gone, and with it any use of these buffers
     return;
   }
   if (attached_to_ != MPI_COMM_NULL) MPI_Comm_delete_attr(attached_to_, board_keyval());
   reap();
   // MPI may still read these buffers: it frees the requests when the sends
   // complete, and the buffers stay allocated for good.
+  const std::lock_guard lock(kept_mutex);
   for (Message& message : in_flight_) {
     MPI_Request_free(&message.request);
-    (void)message.data.release();
+    kept_for_mpi().push_back(std::move(message.data));
     leaked_buffers.fetch_add(1, std::memory_order_relaxed);
   }
 }
