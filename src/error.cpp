@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "accelerate/runtime/host.hpp"
+#include "detail/host_name.hpp"
 #include "detail/mpi_runtime.hpp"
 
 namespace accelerate::detail {
@@ -12,7 +12,7 @@ std::string where() {
   if (const auto position = world_position()) {
     text += "rank " + std::to_string(position->rank) + "/" + std::to_string(position->size) + " on ";
   }
-  text += hostname();
+  text += short_hostname();
   text += "]";
   return text;
 }

@@ -3,7 +3,6 @@
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
-#include "accelerate/amp/mixed_precision.hpp"
 #include "accelerate/comm/backend.hpp"
 #include "accelerate/comm/operations.hpp"
 #include "accelerate/comm/process_group.hpp"
@@ -35,6 +34,7 @@
 #include "accelerate/runtime/host.hpp"
 #include "accelerate/runtime/launcher.hpp"
 #include "accelerate/runtime/logging.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/preemption.hpp"
 #include "accelerate/runtime/process_control.hpp"

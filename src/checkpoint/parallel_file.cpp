@@ -30,19 +30,21 @@ PropertyList file_access(MPI_Comm comm, const std::string& what) {
 File create_parallel_file(MPI_Comm comm, const std::filesystem::path& path, const ParallelFileOptions& options,
                           std::chrono::milliseconds limit) {
   const std::string what = path.string();
+  // From the file-access list on: H5Pset_fapl_mpio duplicates the
+  // communicator, itself a collective that a dead rank leaves unfinished.
+  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fcreate of '" + what + "'", limit);
   PropertyList fapl = file_access(comm, what);
   // Large datasets start on file-system block boundaries.
   ACCELERATE_HDF5_CHECK(H5Pset_alignment(fapl.get(), options.alignment_threshold, options.alignment), what);
   // Metadata is gathered into larger blocks rather than scattered small writes.
   ACCELERATE_HDF5_CHECK(H5Pset_meta_block_size(fapl.get(), 1 << 20), what);
-  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fcreate of '" + what + "'", limit);
   return File(H5Fcreate(what.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), what);
 }
 
 File open_parallel_file(MPI_Comm comm, const std::filesystem::path& path, std::chrono::milliseconds limit) {
   const std::string what = path.string();
-  PropertyList fapl = file_access(comm, what);
   const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fopen of '" + what + "'", limit);
+  PropertyList fapl = file_access(comm, what);
   return File(H5Fopen(what.c_str(), H5F_ACC_RDONLY, fapl.get()), what);
 }
 

@@ -63,8 +63,10 @@ class Watchdog {
       for (auto it = armed_.begin(); it != armed_.end(); ++it) {
         if (it->second.deadline < first->second.deadline) first = it;
       }
-      if (Clock::now() < first->second.deadline) {
-        changed_.wait_until(lock, first->second.deadline);
+      // A copy: the entry may be disarmed (erased) while the lock is released.
+      const Clock::time_point deadline = first->second.deadline;
+      if (Clock::now() < deadline) {
+        changed_.wait_until(lock, deadline);
         continue;
       }
       report_and_exit(first->second);

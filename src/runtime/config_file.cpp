@@ -14,7 +14,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "accelerate/amp/mixed_precision.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/environment.hpp"

@@ -5,14 +5,11 @@
 
 #include <array>
 
+#include "detail/host_name.hpp"
+
 namespace accelerate {
 
-std::string hostname() {
-  std::array<char, 256> buffer{};
-  if (gethostname(buffer.data(), buffer.size() - 1) != 0) return "unknown-host";
-  std::string name(buffer.data());
-  return name.substr(0, name.find('.'));
-}
+std::string hostname() { return detail::short_hostname(); }
 
 std::vector<int> allowed_cpus() {
   cpu_set_t set;

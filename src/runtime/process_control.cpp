@@ -56,7 +56,9 @@ ProcessSlice slice_for_process(std::size_t length, int count, int index) {
 
 void abort_all(std::string_view message, int exit_code) noexcept {
   try {
-    std::cerr << detail::where() << " aborting the job: " << message << std::endl;
+    // One write: the line must not interleave with other output of this or other ranks.
+    const std::string line = detail::where() + " aborting the job: " + std::string(message) + "\n";
+    std::cerr << line << std::flush;
   } catch (...) {
   }
   detail::abort_running_mpi(exit_code);

@@ -6,7 +6,7 @@
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
-#include "accelerate/amp/mixed_precision.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/error.hpp"
 #include "common/test_helpers.hpp"
 

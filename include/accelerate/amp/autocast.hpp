@@ -21,7 +21,7 @@
 
 #include <optional>
 
-#include "accelerate/amp/mixed_precision.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 
 namespace accelerate {
 

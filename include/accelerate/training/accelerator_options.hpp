@@ -20,10 +20,10 @@
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
-#include "accelerate/amp/mixed_precision.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
 #include "accelerate/runtime/log_level.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 #include "accelerate/training/gradient_state.hpp"

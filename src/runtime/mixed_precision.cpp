@@ -1,4 +1,4 @@
-#include "accelerate/amp/mixed_precision.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,7 @@
 // Mixed-precision modes (seeds: Accelerator's mixed_precision, PrecisionType):
-// "no", "fp16", "bf16". Plain data; no LibTorch.
+// "no", "fp16", "bf16". Plain data; no LibTorch. A setting of the run, read
+// by the configuration file and the State, so it lives in runtime; amp/
+// implements the modes (autocast, GradScaler).
 #pragma once
 
 #include <string>
