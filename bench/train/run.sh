@@ -16,6 +16,7 @@
 #               when torch is missing and we are root, python3-torch is installed
 #               with apt-get (said so on the output)
 #   TIME_LIMIT  seconds allowed per single run (default 300)
+#   NP          ranks for every side (default 2)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,6 +33,7 @@ mpiexec=${MPIEXEC:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
 limit=${TIME_LIMIT:-300}
 rounds=${ROUNDS:-3}
+np=${NP:-2}
 if [[ ! -x $exe ]]; then
   echo "run.sh: $exe not found. Build it first:" >&2
   echo "  cmake -S $repo -B $build && cmake --build $build -j2 --target bench_train" >&2
@@ -69,14 +71,14 @@ echo
 run_ours() {  # workload mode [args…]
   local workload=$1 mode=$2
   shift 2
-  timeout "$limit" "$mpiexec" -np 2 "${launcher_flags[@]}" "$exe" --workload "$workload" --mode "$mode" "$@" |
+  timeout "$limit" "$mpiexec" -np "$np" "${launcher_flags[@]}" "$exe" --workload "$workload" --mode "$mode" "$@" |
     grep '^{' >>"$runs"
 }
 
 run_ddp() {  # workload
   local port=$((29500 + RANDOM % 1000)) pids=() status=0
-  for rank in 0 1; do
-    RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  for ((rank = 0; rank < np; ++rank)); do
+    RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       timeout "$limit" "$python" "$here/ddp_peer.py" --workload "$1" >"$outdir/.ddp_$rank.out" &
     pids+=($!)
   done

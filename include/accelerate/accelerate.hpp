@@ -28,6 +28,7 @@
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/build_info.hpp"
 #include "accelerate/runtime/config_file.hpp"
+#include "accelerate/runtime/device_memory.hpp"
 #include "accelerate/runtime/distributed_type.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/environment.hpp"

@@ -7,6 +7,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/device_memory.hpp"
 
 namespace accelerate {
 
@@ -35,6 +36,8 @@ void throw_no_batch_size(std::int64_t starting_batch_size) {
                     std::to_string(starting_batch_size) +
                     " down to 1. Reduce the model or the input size, or use more memory per process.");
 }
+
+void release_after_out_of_memory() noexcept { clear_device_cache(); }
 
 void throw_failed_elsewhere(std::int64_t batch_size) {
   throw Error("find_executable_batch_size: another rank failed with an error other than out-of-memory at batch "

@@ -7,10 +7,13 @@
 # tests/gpu/fetch_debs.sh downloaded beforehand (docs/gpu.md).
 #
 # usage: bash tests/gpu/run.sh [options]        (from the repository root)
-#   --stage=S          unpack | configure | build | test | all (default all).
+#   --stage=S          unpack | configure | build | test | all | bench (default all).
 #                      Each stage runs the ones before it that are not done yet;
 #                      `test` needs the build of an earlier call on the SAME
-#                      machine (the build folder survives only while it stays warm)
+#                      machine (the build folder survives only while it stays warm);
+#                      `bench` runs the benchmarks (docs/gpu.md) on such a build
+#   --with-bench       also build the benchmarks (bench_gpu_train, bench_collectives,
+#                      bench_train), so that a later --stage=bench finds them
 #   --prefix=DIR       where the .deb files are unpacked (default /opt/kit; never /)
 #   --debs=DIR         the .deb files (default .gpu-kit/debs)
 #   --build-dir=DIR    build folder (default build-gpu)
@@ -35,11 +38,13 @@ debs=$root/.gpu-kit/debs
 build=$root/build-gpu
 jobs=$(nproc)
 full=0
+with_bench=0
 torch_shim=1
 ctest_extra=()
 for arg in "$@"; do
   case "$arg" in
-    --stage=unpack|--stage=configure|--stage=build|--stage=test|--stage=all) stage=${arg#--stage=} ;;
+    --stage=unpack|--stage=configure|--stage=build|--stage=test|--stage=all|--stage=bench) stage=${arg#--stage=} ;;
+    --with-bench) with_bench=1 ;;
     --prefix=*) prefix=${arg#--prefix=} ;;
     --debs=*) debs=${arg#--debs=} ;;
     --build-dir=*) build=${arg#--build-dir=} ;;
@@ -54,6 +59,7 @@ done
 case "$prefix" in
   /|/usr|/usr/*|'') echo "run.sh: --prefix=$prefix: unpack into a folder of its own, never the system" >&2; exit 2 ;;
 esac
+[ "$stage" = bench ] && with_bench=1
 [[ $build = /* ]] || build=$root/$build
 [[ $debs = /* ]] || debs=$root/$debs
 
@@ -217,7 +223,7 @@ configure() {
     "-DMPI_C_COMPILER=$prefix/bin/mpicc" "-DMPI_CXX_COMPILER=$prefix/bin/mpicxx"
     "-DMPIEXEC_EXECUTABLE=$prefix/bin/mpiexec"
     "-DHDF5_C_COMPILER_EXECUTABLE=$prefix/bin/h5pcc"
-    -DACCELERATE_BUILD_BENCH=OFF -DACCELERATE_BUILD_DOCS=OFF
+    "-DACCELERATE_BUILD_BENCH=$([ "$with_bench" = 1 ] && echo ON || echo OFF)" -DACCELERATE_BUILD_DOCS=OFF
   )
   [ -n "$cudart_lib" ] && args+=("-DCUDA_cudart_LIBRARY=$cudart_lib")
   if [ "$torch_shim" = 1 ]; then
@@ -259,6 +265,11 @@ build_targets() {
   [ ${#outs[@]} -gt 0 ] || die "ctest lists no test with the gpu label"
   echo "building: ${outs[*]}"
   ninja -C "$build" -j "$jobs" "${outs[@]}"
+  # A benchmark that does not build must not cost the tests their run.
+  if [ "$with_bench" = 1 ]; then
+    ninja -C "$build" -j "$jobs" -k 0 bench/gpu_train/bench_gpu_train bench/collectives/bench_collectives \
+      bench/train/bench_train || echo "run.sh: some benchmarks did not build (see above)"
+  fi
 }
 
 # ---------------------------------------------------------------- test
@@ -313,6 +324,28 @@ jobs_on_gpu() {
 }
 
 jobs_logged() { jobs_on_gpu 2>&1 | tee "$out/gpu-jobs.log"; }
+
+# The benchmarks of docs/gpu.md: single-GPU training against Hugging Face
+# Accelerate, then the CPU collectives and data-parallel training at the
+# rank counts the 16 cores allow.
+benchmarks() {
+  local b=$out/bench
+  mkdir -p "$b"
+  echo "--- bench/gpu_train"
+  timeout 420 bash "$root/bench/gpu_train/run.sh" --bench "$build/bench/gpu_train/bench_gpu_train" --python "$python" \
+    --rounds "${BENCH_ROUNDS:-2}" --batches "${BENCH_BATCHES:-32,64,128,256,512}" --steps "${BENCH_STEPS:-40}" \
+    --warmup 8 --foreach-too --out "$b" | tee "$out/gpu-train-table.md"
+  echo "--- bench/collectives"
+  BUILD_DIR=$build RANKS="${BENCH_RANKS:-2 4 8 16}" TIME_LIMIT=120 MPIEXEC=mpiexec \
+    bash "$root/bench/collectives/run.sh" "$b" --repetitions 7 --ops all_reduce --no-diagnostics | grep -E '^\||ranks:|^\$' || true
+  echo "--- bench/train"
+  for n in ${BENCH_TRAIN_RANKS:-2 4 8}; do
+    BUILD_DIR=$build NP=$n ROUNDS=1 TIME_LIMIT=120 MPIEXEC=mpiexec PYTHON=$python \
+      bash "$root/bench/train/run.sh" "$b/train_np$n" | grep -E '^\||round' || true
+  done
+}
+
+benchmarks_logged() { benchmarks 2>&1 | tee "$out/gpu-bench.log"; }
 
 # Open MPI and PMIx relocated: the wrapper compiler and a two-rank start.
 mpi_smoke() {
@@ -424,6 +457,13 @@ EOF
       grep -E '^(train|---)|device|bit-exact|FAILED|NCCL|Duplicate' "$out/gpu-jobs.log" | head -n 60
       echo '```'
     fi
+    if [ -f "$out/gpu-bench.log" ]; then
+      echo
+      echo "## Benchmarks"
+      echo '```'
+      grep -vE '^round ' "$out/gpu-bench.log" | head -n 150
+      echo '```'
+    fi
     echo
     echo "Full logs: gpu-run.log (every command), gpu-ctest.log, gpu-LastTest.log, gpu-jobs.log."
   } >"$report" 2>>"$log"
@@ -440,7 +480,7 @@ step mpi-smoke mpi_smoke || die "the unpacked Open MPI does not work (OPAL_PREFI
 [ "$stage" = unpack ] && { write_report; exit 0; }
 find_tools
 
-if [ ! -f "$build/CMakeCache.txt" ] && [ "$stage" = test ]; then
+if [ ! -f "$build/CMakeCache.txt" ] && { [ "$stage" = test ] || [ "$stage" = bench ]; }; then
   die "$build has no build: the machine was not kept warm since the build call; run --stage=all (build and tests in one call)"
 fi
 if [ ! -f "$build/CMakeCache.txt" ] || [ "$stage" = configure ] || [ "$stage" = all ]; then
@@ -451,6 +491,11 @@ fi
 # In the test stage this is an incremental build: nothing to do after a build call.
 step build build_targets || { write_report; die "build failed (see $log)"; }
 [ "$stage" = build ] && { write_report; exit 0; }
+if [ "$stage" = bench ]; then
+  step bench benchmarks_logged || rc=1
+  write_report
+  exit "$rc"
+fi
 
 nvidia-smi >>"$log" 2>&1 || note "nvidia-smi failed"
 step ctest run_ctest || rc=1

@@ -1,6 +1,8 @@
 // find_executable_batch_size (seeds: accelerate.utils.find_executable_batch_size):
 // runs `fn(batch_size)`, halving the batch size after an out-of-memory error
-// until it fits.
+// until it fits. Between attempts the CUDA caching allocator's free blocks
+// go back to the driver (clear_device_cache), so the cache a failed attempt
+// left behind does not make the next one fail.
 //
 // Unlike Accelerate, the ranks agree: after every attempt the outcome is
 // all-reduced, so when one rank runs out of memory every rank retries with
@@ -32,6 +34,8 @@ enum class AttemptOutcome : int { Ok = 0, OutOfMemory = 1, Failed = 2 };
 /// All-reduces the outcome (the worst wins) over `group`.
 AttemptOutcome agree_on_outcome(ProcessGroup& group, AttemptOutcome mine);
 [[noreturn]] void throw_no_batch_size(std::int64_t starting_batch_size);
+/// Gives the device cache back before the next, smaller attempt.
+void release_after_out_of_memory() noexcept;
 [[noreturn]] void throw_failed_elsewhere(std::int64_t batch_size);
 }  // namespace detail
 
@@ -61,6 +65,7 @@ auto find_executable_batch_size(ProcessGroup& group, std::int64_t starting_batch
           return std::move(*result);
         }
       case detail::AttemptOutcome::OutOfMemory:
+        detail::release_after_out_of_memory();
         continue;
       case detail::AttemptOutcome::Failed:
         if (failure) std::rethrow_exception(failure);
