@@ -5,7 +5,9 @@
 //             CheckpointReader::load_into per group (model, exp_avg, exp_avg_sq)
 //   torch     torch::save / torch::load of the same tensors by rank 0, + fsync
 //   raw       rank 0 writes the same bytes sequentially with write() + fsync,
-//             and reads them back with read() into the existing tensors
+//             and reads them back with pread() into the existing tensors, with
+//             as many threads as our reader uses
+// The three sides run in an order that rotates from round to round.
 //   raw, every rank
 //             (load only) every rank reads that file whole with read() at
 //             once: the least any load that leaves the whole state on every
@@ -33,6 +35,7 @@
 #include <map>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
@@ -116,6 +119,44 @@ void fsync_file(const fs::path& path) {
   ::close(fd);
 }
 
+// Reads `file`, which holds the tensors of `state` back to back, into them
+// with `threads` threads, each taking a contiguous share of the bytes.
+void read_in_parallel(const fs::path& file, const std::vector<std::pair<std::string, at::Tensor>>& state,
+                      int threads) {
+  struct Piece {
+    char* data;
+    std::size_t offset;
+    std::size_t size;
+  };
+  std::vector<Piece> pieces;
+  std::size_t total = 0;
+  for (const auto& entry : state) {
+    pieces.push_back({static_cast<char*>(entry.second.data_ptr()), total, entry.second.nbytes()});
+    total += entry.second.nbytes();
+  }
+  const int fd = ::open(file.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  const std::size_t share = (total + static_cast<std::size_t>(std::max(threads, 1)) - 1) / std::max(threads, 1);
+  auto read_range = [&](std::size_t begin, std::size_t end) {
+    for (const Piece& piece : pieces) {
+      const std::size_t from = std::max(begin, piece.offset);
+      const std::size_t to = std::min(end, piece.offset + piece.size);
+      for (std::size_t at = from; at < to;) {
+        const ssize_t n = ::pread(fd, piece.data + (at - piece.offset), to - at, static_cast<off_t>(at));
+        if (n <= 0) break;
+        at += static_cast<std::size_t>(n);
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t begin = share; begin < total; begin += share) {
+    workers.emplace_back(read_range, begin, std::min(total, begin + share));
+  }
+  read_range(0, std::min(total, share));
+  for (auto& worker : workers) worker.join();
+  ::close(fd);
+}
+
 double timed(const std::function<void()>& body) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = now();
@@ -172,82 +213,89 @@ int main(int argc, char** argv) {
     const fs::path torch_file = options.dir / ("torch_" + std::to_string(round) + ".pt");
     const fs::path raw_file = options.dir / ("raw_" + std::to_string(round) + ".bin");
 
-    // --- save ---
-    const long rss_before = status_kib("VmRSS:");
-    reset_peak_rss();
-    ours_save.push_back(timed([&] {
-      ckpt::StagedCheckpoint staged(checkpoint, {});
-      {
-        ckpt::CheckpointWriter writer({.file = staged.file_path(), .two_phase_io = options.two_phase}, {});
-        for (const auto& [name, tensor] : state) writer.write_replicated(name, tensor);
-        writer.close();
-      }
-      staged.commit(true, ckpt::Manifest{.world_size = size_});
-    }));
-    long extra = status_kib("VmHWM:") - rss_before;
-    MPI_Allreduce(MPI_IN_PLACE, &extra, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
-    peak_extra_kib = std::max(peak_extra_kib, extra);
-
-    torch_save.push_back(timed([&] {
-      if (rank_ != 0) return;
-      std::vector<at::Tensor> tensors;
-      for (const auto& entry : state) tensors.push_back(entry.second);
-      torch::save(tensors, torch_file.string());
-      fsync_file(torch_file);
-    }));
-    raw_write.push_back(timed([&] {
-      if (rank_ != 0) return;
-      const int fd = ::open(raw_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      for (const auto& entry : state) {
-        const char* data = static_cast<const char*>(entry.second.data_ptr());
-        std::size_t left = entry.second.nbytes();
-        while (left > 0) {
-          const ssize_t n = ::write(fd, data, left);
-          if (n <= 0) break;
-          data += n;
-          left -= static_cast<std::size_t>(n);
+    // --- save: the three sides in an order that rotates by round, so that
+    // none of them always runs last (after the others filled the page cache
+    // with dirty pages the disk is still writing back). ---
+    auto save_ours = [&] {
+      const long rss_before = status_kib("VmRSS:");
+      reset_peak_rss();
+      ours_save.push_back(timed([&] {
+        ckpt::StagedCheckpoint staged(checkpoint, {});
+        {
+          ckpt::CheckpointWriter writer({.file = staged.file_path(), .two_phase_io = options.two_phase}, {});
+          for (const auto& [name, tensor] : state) writer.write_replicated(name, tensor);
+          writer.close();
         }
-      }
-      ::fsync(fd);
-      ::close(fd);
-    }));
+        staged.commit(true, ckpt::Manifest{.world_size = size_});
+      }));
+      long extra = status_kib("VmHWM:") - rss_before;
+      MPI_Allreduce(MPI_IN_PLACE, &extra, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+      peak_extra_kib = std::max(peak_extra_kib, extra);
+    };
+    auto save_torch = [&] {
+      torch_save.push_back(timed([&] {
+        if (rank_ != 0) return;
+        std::vector<at::Tensor> tensors;
+        for (const auto& entry : state) tensors.push_back(entry.second);
+        torch::save(tensors, torch_file.string());
+        fsync_file(torch_file);
+      }));
+    };
+    auto save_raw = [&] {
+      raw_write.push_back(timed([&] {
+        if (rank_ != 0) return;
+        const int fd = ::open(raw_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (const auto& entry : state) {
+          const char* data = static_cast<const char*>(entry.second.data_ptr());
+          std::size_t left = entry.second.nbytes();
+          while (left > 0) {
+            const ssize_t n = ::write(fd, data, left);
+            if (n <= 0) break;
+            data += n;
+            left -= static_cast<std::size_t>(n);
+          }
+        }
+        ::fsync(fd);
+        ::close(fd);
+      }));
+    };
+    const std::vector<std::function<void()>> saves{save_ours, save_torch, save_raw};
+    for (std::size_t k = 0; k < saves.size(); ++k) saves[(k + static_cast<std::size_t>(round)) % saves.size()]();
 
-    // --- load (warm, then cold) ---
+    // --- load (warm, then cold), rotated the same way ---
     for (const bool drop : {false, true}) {
       if (drop && !(cold = drop_caches())) break;
       auto& ours = drop ? ours_load_cold : ours_load;
       auto& torch_times = drop ? torch_load_cold : torch_load;
       auto& raw = drop ? raw_read_cold : raw_read;
       auto& every = drop ? every_read_cold : every_read;
-      ours.push_back(timed([&] {
-        ckpt::CheckpointReader reader({.file = checkpoint / "state.h5"});
-        read_threads = reader.read_threads();
-        for (const auto& [group, tensors] : groups) reader.load_into(group, tensors, /*strict=*/true);
-      }));
-      if (drop) drop_caches();
-      torch_times.push_back(timed([&] {
-        if (rank_ != 0) return;
-        std::vector<at::Tensor> tensors;
-        torch::load(tensors, torch_file.string());
-      }));
-      if (drop) drop_caches();
-      auto read_raw_file = [&] {
-        const int fd = ::open(raw_file.c_str(), O_RDONLY);
-        for (const auto& entry : state) {
-          char* data = static_cast<char*>(entry.second.data_ptr());
-          std::size_t left = entry.second.nbytes();
-          while (left > 0) {
-            const ssize_t n = ::read(fd, data, left);
-            if (n <= 0) break;
-            data += n;
-            left -= static_cast<std::size_t>(n);
-          }
-        }
-        ::close(fd);
+      auto load_ours = [&] {
+        ours.push_back(timed([&] {
+          ckpt::CheckpointReader reader({.file = checkpoint / "state.h5"});
+          read_threads = reader.read_threads();
+          for (const auto& [group, tensors] : groups) reader.load_into(group, tensors, /*strict=*/true);
+        }));
       };
-      raw.push_back(timed([&] {
-        if (rank_ == 0) read_raw_file();
-      }));
+      auto load_torch = [&] {
+        torch_times.push_back(timed([&] {
+          if (rank_ != 0) return;
+          std::vector<at::Tensor> tensors;
+          torch::load(tensors, torch_file.string());
+        }));
+      };
+      // The raw read uses as many threads as our reader (the rank's cores),
+      // each reading its share of the file with pread: like against like.
+      auto read_raw_file = [&] { read_in_parallel(raw_file, state, read_threads); };
+      auto load_raw = [&] {
+        raw.push_back(timed([&] {
+          if (rank_ == 0) read_raw_file();
+        }));
+      };
+      const std::vector<std::function<void()>> loads{load_ours, load_torch, load_raw};
+      for (std::size_t k = 0; k < loads.size(); ++k) {
+        if (drop) drop_caches();
+        loads[(k + static_cast<std::size_t>(round)) % loads.size()]();
+      }
       if (drop) drop_caches();
       every.push_back(timed(read_raw_file));
     }

@@ -24,6 +24,7 @@
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/timestamp.hpp"
 #include "detail/deadline_comm.hpp"
+#include "detail/remove_tree.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -110,7 +111,7 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
     if (try_exchange &&
         ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_directory.c_str(), RENAME_EXCHANGE) == 0) {
       method = CommitMethod::exchange;
-      fs::remove_all(staging, error);  // now the old checkpoint
+      accelerate::detail::remove_tree(staging, error);  // now the old checkpoint
       return "";
     }
     if (try_exchange && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
@@ -122,7 +123,7 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
     fs::rename(staging, final_directory, error);
     if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
     method = CommitMethod::aside_then_rename;
-    fs::remove_all(aside, error);
+    accelerate::detail::remove_tree(aside, error);
     return "";
   }
   fs::rename(staging, final_directory, error);
@@ -193,7 +194,7 @@ std::vector<fs::path> rotate_checkpoints(const fs::path& root, int total_limit, 
     const fs::path trash = candidate.parent_path() / ("." + candidate.filename().string() + ".trash-" + make_nonce());
     fs::rename(candidate, trash, error);
     if (error) continue;
-    fs::remove_all(trash, error);
+    accelerate::detail::remove_tree(trash, error);
     removed.push_back(candidate);
     --excess;
   }
@@ -248,7 +249,7 @@ StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOption
 StagedCheckpoint::~StagedCheckpoint() {
   if (committed_ || !leader_) return;
   std::error_code ignored;
-  fs::remove_all(staging_, ignored);
+  accelerate::detail::remove_tree(staging_, ignored);
 }
 
 fs::path StagedCheckpoint::file_path() const {

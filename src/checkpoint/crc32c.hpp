@@ -11,18 +11,24 @@
 namespace accelerate::checkpoint::detail {
 
 /// CRC-32C of `size` bytes, continuing from `crc` (0 for a fresh checksum),
-/// with the fastest kernel this CPU runs.
+/// with the fastest kernel on this CPU (crc32c_fastest_kernel).
 std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept;
 
-/// Ways of computing the same checksum, slowest first.
+/// Ways of computing the same checksum.
 enum class Crc32cKernel {
   kPortable,    // a table, one byte at a time
   kSse42,       // the crc32 instruction, three interleaved streams
   kAvx512Fold,  // 512-bit carry-less folding (VPCLMULQDQ), crc32 for the last bytes
+  kIsaL,        // ISA-L's crc32_iscsi, which picks its own code for the CPU (x86 and aarch64)
 };
 
-/// The kernels this CPU can run, slowest first (kPortable always).
+/// The kernels this build can run on this CPU, kPortable first.
 std::vector<Crc32cKernel> crc32c_kernels();
+
+/// The kernel crc32c() uses: on first use every kernel but the portable
+/// one is timed on the same 256 KiB and the fastest kept, since which wins
+/// depends on the CPU (ISA-L against our folding on AVX-512, for one).
+Crc32cKernel crc32c_fastest_kernel();
 const char* to_string(Crc32cKernel kernel) noexcept;
 
 /// CRC-32C with a given kernel, which must be one of crc32c_kernels().

@@ -1,234 +1,121 @@
 #include "checkpoint/json.hpp"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "accelerate/error.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
 
+using Library = nlohmann::json;
+
 // Deepest nesting of arrays and objects accepted; no file this library reads
-// nests more than 3 levels, and the parser recurses once per level.
+// nests more than 3 levels, and the conversions below recurse once per level.
 constexpr int kMaxDepth = 64;
 
-class Parser {
- public:
-  Parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+// `byte` is unknown (npos) for what the SAX events find: nlohmann does not
+// pass the position with them.
+[[noreturn]] void malformed(std::string_view source, std::size_t byte, std::string_view what) {
+  const std::string at = byte == std::string_view::npos ? "" : " at byte " + std::to_string(byte);
+  throw ConfigError(accelerate::detail::where() + " checkpoint: malformed JSON in '" + std::string(source) + "'" + at +
+                    ": " + std::string(what) + ".");
+}
 
-  Json document() {
-    Json value = parse_value(0);
-    skip_space();
-    if (at_ != text_.size()) fail("trailing characters");
-    return value;
+// Builds a Json straight from nlohmann's SAX events: no intermediate
+// document, the nesting limit enforced as the input is read, and integers
+// that do not fit 64 bits refused (nlohmann would turn them into doubles).
+class Builder final : public nlohmann::json_sax<Library> {
+ public:
+  explicit Builder(std::string_view source) : source_(source) {}
+
+  Json result() { return std::move(root_); }
+
+  bool null() override { return add(Json()); }
+  bool boolean(bool value) override { return add(Json(value)); }
+  bool number_integer(number_integer_t value) override { return add(Json(static_cast<std::int64_t>(value))); }
+  bool number_unsigned(number_unsigned_t value) override {
+    if (value > static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max())) {
+      refuse("integer " + std::to_string(value) + " outside the 64-bit range");
+    }
+    return add(Json(static_cast<std::int64_t>(value)));
+  }
+  bool number_float(number_float_t value, const string_t& text) override {
+    if (text.find_first_of(".eE") == string_t::npos) refuse("integer " + text + " outside the 64-bit range");
+    return add(Json(static_cast<double>(value)));
+  }
+  bool string(string_t& value) override { return add(Json(std::move(value))); }
+  bool binary(binary_t& /*value*/) override {
+    refuse("binary values are not JSON");
+  }
+  bool start_object(std::size_t /*elements*/) override {
+    enter();
+    push(/*is_object=*/true);
+    return true;
+  }
+  bool key(string_t& name) override {
+    stack_.back().key = std::move(name);
+    return true;
+  }
+  bool end_object() override {
+    Frame done = std::move(stack_.back());
+    stack_.pop_back();
+    return add(Json(std::move(done.object)));
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    enter();
+    push(/*is_object=*/false);
+    return true;
+  }
+  bool end_array() override {
+    Frame done = std::move(stack_.back());
+    stack_.pop_back();
+    return add(Json(std::move(done.array)));
+  }
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& error) override {
+    // nlohmann counts characters read, from 1; the byte offset is one less.
+    malformed(source_, position > 0 ? position - 1 : 0, error.what());
   }
 
  private:
-  [[noreturn]] void fail(std::string_view what) const {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: malformed JSON in '" + std::string(source_) +
-                      "' at byte " + std::to_string(at_) + ": " + std::string(what) + ".");
+  struct Frame {
+    bool is_object = false;
+    Json::Object object;  // when is_object
+    Json::Array array;    // otherwise
+    std::string key;      // the member whose value comes next
+  };
+
+  void push(bool is_object) {
+    stack_.emplace_back();
+    stack_.back().is_object = is_object;
   }
-  void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t'))
-      ++at_;
+  [[noreturn]] void refuse(const std::string& what) const { malformed(source_, std::string_view::npos, what); }
+  void enter() const {
+    if (static_cast<int>(stack_.size()) >= kMaxDepth) {
+      refuse("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
   }
-  bool consume(std::string_view word) {
-    if (text_.substr(at_, word.size()) != word) return false;
-    at_ += word.size();
+  bool add(Json value) {
+    if (stack_.empty()) {
+      root_ = std::move(value);
+    } else if (Frame& top = stack_.back(); top.is_object) {
+      top.object[std::move(top.key)] = std::move(value);
+      top.key.clear();
+    } else {
+      top.array.push_back(std::move(value));
+    }
     return true;
   }
-  void expect(char c) {
-    skip_space();
-    if (at_ >= text_.size() || text_[at_] != c) fail(std::string("expected '") + c + "'");
-    ++at_;
-  }
 
-  Json parse_value(int depth) {
-    if (depth >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-    skip_space();
-    if (at_ >= text_.size()) fail("unexpected end");
-    const char c = text_[at_];
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    if (c == '"') return Json(parse_string());
-    if (consume("true")) return Json(true);
-    if (consume("false")) return Json(false);
-    if (consume("null")) return Json();
-    return parse_number();
-  }
-
-  Json parse_object(int depth) {
-    ++at_;
-    Json::Object members;
-    skip_space();
-    if (at_ < text_.size() && text_[at_] == '}') {
-      ++at_;
-      return Json(std::move(members));
-    }
-    for (;;) {
-      skip_space();
-      if (at_ >= text_.size() || text_[at_] != '"') fail("expected a member name");
-      std::string key = parse_string();
-      expect(':');
-      members[std::move(key)] = parse_value(depth + 1);
-      skip_space();
-      if (at_ < text_.size() && text_[at_] == ',') {
-        ++at_;
-        continue;
-      }
-      expect('}');
-      return Json(std::move(members));
-    }
-  }
-
-  Json parse_array(int depth) {
-    ++at_;
-    Json::Array items;
-    skip_space();
-    if (at_ < text_.size() && text_[at_] == ']') {
-      ++at_;
-      return Json(std::move(items));
-    }
-    for (;;) {
-      items.push_back(parse_value(depth + 1));
-      skip_space();
-      if (at_ < text_.size() && text_[at_] == ',') {
-        ++at_;
-        continue;
-      }
-      expect(']');
-      return Json(std::move(items));
-    }
-  }
-
-  void append_utf8(std::string& out, unsigned code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
-  unsigned parse_hex4() {
-    if (at_ + 4 > text_.size()) fail("short \\u escape");
-    unsigned code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = text_[at_++];
-      code <<= 4;
-      if (h >= '0' && h <= '9') code |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f') code |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') code |= static_cast<unsigned>(h - 'A' + 10);
-      else fail("bad \\u escape");
-    }
-    return code;
-  }
-
-  std::string parse_string() {
-    ++at_;  // opening quote
-    std::string out;
-    while (at_ < text_.size()) {
-      const char c = text_[at_++];
-      if (c == '"') return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (at_ >= text_.size()) break;
-      const char e = text_[at_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned code = parse_hex4();
-          if (code >= 0xDC00 && code < 0xE000) fail("unpaired low surrogate in a \\u escape");
-          if (code >= 0xD800 && code < 0xDC00) {
-            if (!consume("\\u")) fail("unpaired high surrogate in a \\u escape");
-            const unsigned low = parse_hex4();
-            if (low < 0xDC00 || low >= 0xE000) fail("a high surrogate not followed by a low one in a \\u escape");
-            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default: fail("bad escape");
-      }
-    }
-    fail("unterminated string");
-  }
-
-  Json parse_number() {
-    const std::size_t start = at_;
-    bool integral = true;
-    if (at_ < text_.size() && text_[at_] == '-') ++at_;
-    while (at_ < text_.size()) {
-      const char c = text_[at_];
-      if (c >= '0' && c <= '9') {
-        ++at_;
-      } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-        integral = false;
-        ++at_;
-      } else {
-        break;
-      }
-    }
-    if (start == at_) fail("unexpected character");
-    const std::string number(text_.substr(start, at_ - start));
-    char* end = nullptr;
-    errno = 0;
-    if (integral) {
-      const long long value = std::strtoll(number.c_str(), &end, 10);
-      if (*end == '\0' && errno == ERANGE) fail("integer " + number + " outside the 64-bit range");
-      if (*end == '\0') return Json(static_cast<std::int64_t>(value));
-    }
-    const double value = std::strtod(number.c_str(), &end);
-    if (*end != '\0' || number.back() == '.') fail("bad number");
-    return Json(value);
-  }
-
-  std::string_view text_;
   std::string_view source_;
-  std::size_t at_ = 0;
+  std::vector<Frame> stack_;
+  Json root_;
 };
-
-void dump_string(const std::string& text, std::string& out) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escape[8];
-          std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
-          out += escape;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 [[noreturn]] void wrong_type(std::string_view wanted) {
   throw ConfigError(accelerate::detail::where() + " checkpoint: JSON value is not " + std::string(wanted) + ".");
@@ -236,51 +123,42 @@ void dump_string(const std::string& text, std::string& out) {
 
 }  // namespace
 
-Json Json::parse(std::string_view text, std::string_view source) { return Parser(text, source).document(); }
+Json Json::parse(std::string_view text, std::string_view source) {
+  Builder builder(source);
+  Library::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json, /*strict=*/true);
+  return builder.result();
+}
+
+namespace {
+
+Library to_library(const Json& value) {
+  if (value.is_null()) return nullptr;
+  if (value.is_bool()) return value.boolean();
+  if (value.is_integer()) return value.integer();
+  if (value.is_string()) return value.string();
+  if (value.is_array()) {
+    Library out = Library::array();
+    for (const auto& item : value.array()) out.push_back(to_library(item));
+    return out;
+  }
+  if (value.is_object()) {
+    Library out = Library::object();
+    for (const auto& [name, member] : value.object()) out[name] = to_library(member);
+    return out;
+  }
+  return value.number();
+}
+
+}  // namespace
 
 std::string Json::dump() const {
-  std::string out;
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          out += "null";
-        } else if constexpr (std::is_same_v<T, bool>) {
-          out += v ? "true" : "false";
-        } else if constexpr (std::is_same_v<T, std::int64_t>) {
-          out += std::to_string(v);
-        } else if constexpr (std::is_same_v<T, double>) {
-          char text[32];
-          std::snprintf(text, sizeof text, "%.17g", v);
-          out += std::isfinite(v) ? text : "null";
-          // A whole number keeps a fraction, so that it reads back as a double.
-          if (std::isfinite(v) && std::string_view(text).find_first_not_of("-0123456789") == std::string_view::npos) {
-            out += ".0";
-          }
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          dump_string(v, out);
-        } else if constexpr (std::is_same_v<T, std::shared_ptr<Array>>) {
-          out += '[';
-          for (std::size_t i = 0; i < v->size(); ++i) {
-            if (i) out += ',';
-            out += (*v)[i].dump();
-          }
-          out += ']';
-        } else {
-          out += '{';
-          bool first = true;
-          for (const auto& [key, value] : *v) {
-            if (!first) out += ',';
-            first = false;
-            dump_string(key, out);
-            out += ':';
-            out += value.dump();
-          }
-          out += '}';
-        }
-      },
-      value_);
-  return out;
+  try {
+    // Compact; non-finite numbers become null; whole doubles keep ".0".
+    return to_library(*this).dump();
+  } catch (const nlohmann::json::exception& error) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: cannot write JSON: " + error.what() +
+                      " (names and strings must be UTF-8).");
+  }
 }
 
 const Json::Object& Json::object() const {
@@ -298,6 +176,11 @@ const std::string& Json::string() const {
 std::int64_t Json::integer() const {
   if (!is_integer()) wrong_type("an integer");
   return std::get<std::int64_t>(value_);
+}
+double Json::number() const {
+  if (is_integer()) return static_cast<double>(std::get<std::int64_t>(value_));
+  if (!std::holds_alternative<double>(value_)) wrong_type("a number");
+  return std::get<double>(value_);
 }
 bool Json::boolean() const {
   if (!is_bool()) wrong_type("a boolean");

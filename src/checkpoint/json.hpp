@@ -1,6 +1,8 @@
-// A small JSON value with a parser and a writer: enough for checkpoint
-// manifests and safetensors headers (objects, arrays, strings, integers,
-// floating-point numbers, booleans, null). Integers keep 64-bit precision.
+// A small JSON value for checkpoint manifests and safetensors headers
+// (objects, arrays, strings, integers, floating-point numbers, booleans,
+// null), read and written by nlohmann-json. Integers keep 64-bit precision;
+// the reader refuses what a file of untrusted bytes must not do to us
+// (nesting beyond 64 levels, integers beyond 64 bits, invalid UTF-8).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +46,8 @@ class Json {
   [[nodiscard]] const Array& array() const;
   [[nodiscard]] const std::string& string() const;
   [[nodiscard]] std::int64_t integer() const;
+  /// An integer or a floating-point number, as a double.
+  [[nodiscard]] double number() const;
   [[nodiscard]] bool boolean() const;
   /// Member `key` of an object, or nullptr.
   [[nodiscard]] const Json* find(const std::string& key) const;

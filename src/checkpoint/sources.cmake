@@ -20,6 +20,13 @@ target_sources(accelerate PRIVATE
   ${_checkpoint_dir}/manifest.cpp
   ${_checkpoint_dir}/timestamp.cpp
 )
+# The JSON reader and writer (header-only, private; found in CMakeLists.txt).
+target_link_libraries(accelerate PRIVATE nlohmann_json::nlohmann_json)
+if(ACCELERATE_HAVE_ISAL)
+  set_property(SOURCE ${_checkpoint_dir}/crc32c.cpp APPEND PROPERTY COMPILE_DEFINITIONS ACCELERATE_CRC32C_ISAL=1)
+  target_include_directories(accelerate PRIVATE ${ISAL_INCLUDE_DIR})
+  target_link_libraries(accelerate PRIVATE ${ISAL_LIBRARY})
+endif()
 if(ACCELERATE_HAVE_HDF5)
   target_sources(accelerate PRIVATE
     ${_checkpoint_dir}/attributes.cpp

@@ -19,6 +19,7 @@
 #include "detail/unique_comm.hpp"
 #if ACCELERATE_HAVE_NCCL
 #include "comm/nccl/nccl_backend.hpp"
+#include "comm/nccl/shared_gpu.hpp"
 #endif
 
 namespace accelerate {
@@ -118,8 +119,14 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   // Eagerly and collectively: a communicator created inside the first
   // collective deadlocks when ranks reach different first collectives.
   if (state.device().rfind("cuda", 0) == 0) {
-    nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_,
-                                      detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
+    // Ranks sharing a GPU: NCCL would refuse the communicator. The group
+    // still carries CPU tensors; CUDA tensors get the reason (backend_for).
+    if (auto shared = detail::find_shared_gpus(comm, device_index(state.device()), timeout_)) {
+      no_nccl_reason_ = std::move(*shared);
+    } else {
+      nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_,
+                                        detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
+    }
   }
 #else
   (void)device_index;
@@ -184,6 +191,9 @@ Backend& ProcessGroup::backend_for(const c10::Device& device) {
   if (device.is_cuda()) {
     if (!config::has_nccl) {
       detail::throw_feature_not_built("NCCL", "a collective on a CUDA tensor", "ACCELERATE_WITH_NCCL");
+    }
+    if (!nccl_ && !no_nccl_reason_.empty()) {
+      throw ConfigError(detail::where() + " group '" + name_ + "': " + no_nccl_reason_);
     }
     if (!nccl_) {
       throw ConfigError(detail::where() + " group '" + name_ + "': got a CUDA tensor, but the group was created "

@@ -209,13 +209,18 @@ void GradientReducer::launch_ready_buckets(bool in_backward) {
 
 void GradientReducer::launch(Bucket& bucket, bool in_backward) {
   if (config_.gradient_as_bucket_view && scale_ != 1.0) bucket.flat.mul_(scale_);
-  if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
-  bucket.work = group_.all_reduce_async(bucket.wire, AllReduceOptions{});
   bucket.launched = true;
   ++bucket.counters.launches;
   (in_backward ? bucket.counters.launched_in_backward : bucket.counters.launched_at_finalize) += 1;
+  // The counters describe the reduction schedule, the same at any size.
   ++counters_.all_reduces;
   counters_.bytes_all_reduced += bucket.wire.numel() * static_cast<int64_t>(bucket.wire.element_size());
+  // One rank: the sum is the bucket itself. Skipping the collective (and the
+  // compressed copy) keeps a single-GPU step free of extra kernels and of the
+  // rounding a 16-bit wire would add.
+  if (group_.size() == 1) return;
+  if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
+  bucket.work = group_.all_reduce_async(bucket.wire, AllReduceOptions{});
 }
 
 void GradientReducer::progress() {
@@ -247,28 +252,31 @@ void GradientReducer::finalize_locked() {
   }
   for (; next_launch_ < buckets_.size(); ++next_launch_) launch(buckets_[next_launch_], /*in_backward=*/false);
 
-  // How many ranks used each parameter since the last synchronisation.
+  // How many ranks used each parameter since the last synchronisation. On
+  // one rank the local flags are the answer: no round trip through the
+  // device, which would make the host wait for the GPU every step.
   const auto& device = buckets_.front().flat.device();
+  const bool distributed = group_.size() > 1;
   at::Tensor used = at::empty({static_cast<int64_t>(slots_.size())}, at::TensorOptions().dtype(at::kInt));
   auto* flags = used.data_ptr<int32_t>();
   for (std::size_t k = 0; k < slots_.size(); ++k) flags[k] = slots_[k].used_local ? 1 : 0;
-  if (!device.is_cpu()) used = used.to(device);
-  auto used_work = group_.all_reduce_async(used, AllReduceOptions{});
+  if (distributed && !device.is_cpu()) used = used.to(device);
+  auto used_work = distributed ? group_.all_reduce_async(used, AllReduceOptions{}) : nullptr;
 
   for (auto& bucket : buckets_) {
-    if (bucket.work->is_completed()) ++bucket.counters.completed_before_wait;
+    if (bucket.work && bucket.work->is_completed()) ++bucket.counters.completed_before_wait;
   }
   std::exception_ptr failure;
   for (auto& bucket : buckets_) {
     try {
-      bucket.work->wait();
+      if (bucket.work) bucket.work->wait();
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
     bucket.work.reset();
   }
   try {
-    used_work->wait();
+    if (used_work) used_work->wait();
   } catch (...) {
     if (!failure) failure = std::current_exception();
   }
@@ -288,10 +296,10 @@ void GradientReducer::finalize_locked() {
     std::rethrow_exception(failure);
   }
 
-  if (!device.is_cpu()) used = used.cpu();
+  if (!used.is_cpu()) used = used.cpu();
   flags = used.data_ptr<int32_t>();
   for (auto& bucket : buckets_) {
-    if (!bucket.wire.is_same(bucket.flat)) bucket.flat.copy_(bucket.wire);
+    if (distributed && !bucket.wire.is_same(bucket.flat)) bucket.flat.copy_(bucket.wire);
   }
   const int world = group_.size();
   std::vector<std::size_t> missing;

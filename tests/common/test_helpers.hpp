@@ -9,6 +9,7 @@
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "detail/remove_tree.hpp"
 
 namespace accelerate::testing {
 
@@ -43,7 +44,7 @@ inline std::filesystem::path shared_temp_directory(const std::string& name) {
   if (world_rank() == 0) {
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("accelerate_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
+    accelerate::detail::remove_tree(dir);
     std::filesystem::create_directories(dir);
     std::snprintf(path, sizeof path, "%s", dir.c_str());
   }
@@ -54,7 +55,7 @@ inline std::filesystem::path shared_temp_directory(const std::string& name) {
 /// Removes a shared_temp_directory once every rank is done with it (collective).
 inline void remove_shared_directory(const std::filesystem::path& dir) {
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) std::filesystem::remove_all(dir);
+  if (world_rank() == 0) accelerate::detail::remove_tree(dir);
 }
 
 }  // namespace accelerate::testing

@@ -70,8 +70,11 @@ std::vector<torch::Tensor> snapshot(torch::nn::Module& module) {
 void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double tol = 1e-5) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(a[i], b[i], tol, tol)) << "parameter " << i << " differs by "
-                                                       << (a[i] - b[i]).abs().max().item<double>();
+    // A prepared model lives on the State's device (a GPU where there is one).
+    const auto x = a[i].cpu();
+    const auto y = b[i].cpu();
+    EXPECT_TRUE(torch::allclose(x, y, tol, tol)) << "parameter " << i << " differs by "
+                                                 << (x - y).abs().max().item<double>();
   }
 }
 

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "accelerate/amp/autocast.hpp"
+#include "accelerate/comm/process_group.hpp"
+#include "accelerate/error.hpp"
 #include "accelerate/config.hpp"
 #include "accelerate/runtime/device_memory.hpp"
 #include "accelerate/training/accelerator.hpp"
@@ -144,7 +146,7 @@ TEST(CudaGradScaler, ARealFp16OverflowSkipsTheStepAndBacksOff) {
   const auto small = torch::randn({8, 4}, torch::Device(accelerator.device()));
   {
     auto scope = accelerator.autocast();
-    accelerator.backward(model->forward<Line>(small).float().pow(2).mean());
+    accelerator.backward(model->forward<Line>(small).to(torch::kFloat).pow(2).mean());
   }
   optimizer->step();
   optimizer->zero_grad();
@@ -249,6 +251,19 @@ TEST(CudaMemory, ClearDeviceCacheGivesFreedBlocksBack) {
   EXPECT_GE(acc::device_memory_reserved(index), static_cast<std::uint64_t>(kBytes)) << "the freed block was not cached";
   acc::clear_device_cache();
   EXPECT_LT(acc::device_memory_reserved(index), static_cast<std::uint64_t>(kBytes));
+}
+
+TEST(CudaSharedGpu, AGroupOfRanksSharingAGpuCarriesCpuTensorsAndRefusesCudaOnes) {
+  SKIP_WITHOUT_GPU();
+  if (world_size() <= visible_gpus()) GTEST_SKIP() << "needs more ranks than GPUs";
+  acc::Accelerator accelerator;  // NCCL would refuse this world; the group must still come up
+  auto& group = accelerator.process_group();
+  auto on_cpu = torch::ones({4});
+  group.all_reduce(on_cpu);
+  EXPECT_TRUE(torch::equal(on_cpu, torch::full({4}, static_cast<float>(world_size()))));
+  auto on_gpu = torch::ones({4}, torch::Device(accelerator.device()));
+  const std::string message = acc::testing::error_of<acc::ConfigError>([&] { group.all_reduce(on_gpu); });
+  EXPECT_NE(message.find("share the GPU"), std::string::npos) << message;
 }
 
 }  // namespace

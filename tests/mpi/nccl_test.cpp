@@ -28,6 +28,7 @@
 #include "comm/mpi/mpi_backend.hpp"
 #include "comm/nccl/nccl_backend.hpp"
 #include "comm/nccl/nccl_work.hpp"
+#include "comm/nccl/shared_gpu.hpp"
 #if ACCELERATE_TORCH_CUDA_STREAMS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -85,6 +86,18 @@ std::string message_of(Body&& body) {
 }
 
 // --- the unique id ------------------------------------------------------------
+
+TEST(NcclSharedGpu, RanksSharingAPhysicalGpuAreNamedWithTheRemedy) {
+  using accelerate::detail::describe_shared_gpus;
+  // Same bus id on different hosts, different bus ids on one host: no sharing.
+  EXPECT_FALSE(describe_shared_gpus({"a/0000:01:00.0", "a/0000:02:00.0", "b/0000:01:00.0"}));
+  EXPECT_FALSE(describe_shared_gpus({}));
+  const auto shared = describe_shared_gpus({"a/0000:01:00.0", "a/0000:02:00.0", "a/0000:01:00.0"});
+  ASSERT_TRUE(shared);
+  EXPECT_NE(shared->find("ranks 0 and 2 share the GPU 0000:01:00.0 on host a"), std::string::npos) << *shared;
+  EXPECT_NE(shared->find("one rank per GPU"), std::string::npos) << *shared;
+  EXPECT_NE(shared->find("ACCELERATE_USE_CPU=1"), std::string::npos) << *shared;
+}
 
 TEST(NcclBootstrap, UniqueIdIsByteIdenticalOnEveryRank) {
   const ncclUniqueId id = accelerate::detail::exchange_nccl_unique_id(MPI_COMM_WORLD, 0, 60s);

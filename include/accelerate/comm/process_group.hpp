@@ -153,6 +153,7 @@ class ProcessGroup {
   std::unique_ptr<detail::ArrivalBoard> control_board_;  // names the ranks missing from a control step
   std::unique_ptr<Backend> mpi_;
   std::unique_ptr<Backend> nccl_;
+  std::string no_nccl_reason_;  // why a CUDA device's group has no NCCL (ranks share a GPU)
 };
 
 }  // namespace accelerate

@@ -80,7 +80,7 @@ struct GradientBucketCounters {
 };
 
 struct GradientReducerCounters {
-  int64_t all_reduces = 0;        ///< bucket all-reduces posted (the used-parameter check excluded)
+  int64_t all_reduces = 0;        ///< bucket all-reduces (the used-parameter check excluded; one rank sends nothing)
   int64_t bytes_all_reduced = 0;  ///< bytes put on the wire by those all-reduces
   int64_t sync_steps = 0;         ///< synchronising backward passes finished
   int64_t local_steps = 0;        ///< backward passes under no_sync (hooks fired, no communication)

@@ -30,6 +30,7 @@ class AccelerateHpc(CMakePackage):
     variant("hdf5", default=True, description="Parallel HDF5 checkpoints")
     variant("kokkos", default=False, description="Kokkos view interoperability")
     variant("hwloc", default=True, description="hwloc NUMA affinity")
+    variant("isal", default=True, description="ISA-L CRC-32C for checkpoint checksums")
 
     conflicts("+nccl", when="~cuda", msg="NCCL collectives need the CUDA runtime (+cuda)")
 
@@ -38,6 +39,7 @@ class AccelerateHpc(CMakePackage):
     depends_on("cmake@3.22:", type="build")
 
     depends_on("mpi")
+    depends_on("nlohmann-json@3.10:", type="build")
     # LibTorch comes with PyTorch: its CMake package sits in site-packages.
     depends_on("py-torch~cuda", when="~cuda")
     depends_on("py-torch+cuda", when="+cuda")
@@ -46,6 +48,7 @@ class AccelerateHpc(CMakePackage):
     depends_on("hdf5@1.10:+mpi", when="+hdf5")
     depends_on("kokkos@3.4:", when="+kokkos")
     depends_on("hwloc@2:", when="+hwloc")
+    depends_on("isa-l", when="+isal")
 
     depends_on("googletest@1.10:", type="test")
 
@@ -108,6 +111,7 @@ class AccelerateHpc(CMakePackage):
             self.define_from_variant("ACCELERATE_WITH_HDF5", "hdf5"),
             self.define_from_variant("ACCELERATE_WITH_KOKKOS", "kokkos"),
             self.define_from_variant("ACCELERATE_WITH_HWLOC", "hwloc"),
+            self.define_from_variant("ACCELERATE_WITH_ISAL", "isal"),
         ]
         if self.spec.satisfies("+cuda"):
             args.append(self.define("CUDAToolkit_ROOT", self.spec["cuda"].prefix))
