@@ -15,23 +15,8 @@
 namespace accelerate::cli {
 namespace {
 
-constexpr std::string_view kUsage =
-    "usage: accelerate-hpc config [--mixed_precision no|fp16|bf16] [--config_file PATH] [--force]\n"
-    "       accelerate-hpc config show [--config_file PATH]\n"
-    "\n"
-    "  (no sub-command)    write a basic configuration: the mixed-precision mode, and use_cpu: true\n"
-    "                      when no GPU is visible. An existing file is left alone unless --force.\n"
-    "  show                print the file's location and its values\n"
-    "  --mixed_precision   no (default), fp16 or bf16\n"
-    "  --config_file PATH  use PATH instead of the default location\n"
-    "  --force             replace an existing file\n"
-    "\n"
-    "Default location: $ACCELERATE_CONFIG_FILE, else $HF_HOME/accelerate/, else\n"
-    "$XDG_CACHE_HOME/huggingface/accelerate/, else ~/.cache/huggingface/accelerate/,\n"
-    "file accelerate_hpc_config.yaml.\n";
-
 int usage_error(const std::string& message) {
-  std::cerr << "accelerate-hpc config: " << message << "\n\n" << kUsage;
+  std::cerr << "accelerate-hpc config: " << message << "\nrun 'accelerate-hpc config --help' for the options\n";
   return 2;
 }
 
@@ -94,12 +79,10 @@ int write(const ConfigArguments& options) {
 }  // namespace
 
 int run_config(std::span<const std::string_view> args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
-    std::cout << kUsage;
-    return 0;
-  }
   ConfigArguments options;
-  if (const std::optional<std::string> error = parse_config_arguments(args, options)) return usage_error(*error);
+  const auto app = config_app(options);
+  if (const std::optional<int> code = parse_or_report(*app, args)) return *code;
+  if (const std::optional<std::string> problem = config_arguments_problem(options)) return usage_error(*problem);
   try {
     return options.show ? show(options) : write(options);
   } catch (const ConfigError& error) {

@@ -59,8 +59,11 @@ std::optional<at::ScalarType> scalar_type_of(std::string_view name) {
 }  // namespace
 
 int run_convert(std::span<const std::string_view> args) {
-  const auto parsed = parse_convert_arguments(args);
-  if (!parsed) return 2;
+  ConvertArguments arguments;
+  const auto app = convert_app(arguments);
+  if (const std::optional<int> code = parse_or_report(*app, args, convert_usage())) return *code;
+  default_convert_output(arguments);
+  const ConvertArguments* const parsed = &arguments;
 #if !ACCELERATE_HAVE_HDF5
   detail::throw_feature_not_built("HDF5", "accelerate-hpc convert", "-DACCELERATE_WITH_HDF5=ON");
 #else

@@ -7,15 +7,13 @@
 #include "accelerate/runtime/build_info.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 
 namespace accelerate::cli {
 
 int run_env(std::span<const std::string_view> args) {
-  if (!args.empty()) {
-    std::cerr << "usage: accelerate-hpc env   (takes no options)\n";
-    return 2;
-  }
+  if (const std::optional<int> code = parse_or_report(*env_app(), args)) return *code;
   const State state;
   // One line per rank, gathered like any object (sizes, then the bytes).
   std::string line = state.describe();

@@ -16,6 +16,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 
 namespace accelerate::cli {
@@ -24,16 +25,15 @@ namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 
 int run_inspect(std::span<const std::string_view> args) {
-  if (args.size() != 1) {
-    std::cerr << "usage: accelerate-hpc inspect <checkpoint directory or state file>\n";
-    return 2;
-  }
+  InspectArguments parsed;
+  const auto app = inspect_app(parsed);
+  if (const std::optional<int> code = parse_or_report(*app, args)) return *code;
 #if !ACCELERATE_HAVE_HDF5
   detail::throw_feature_not_built("HDF5", "accelerate-hpc inspect", "-DACCELERATE_WITH_HDF5=ON");
 #else
   const State state;
   const bool main = state.is_main_process();
-  fs::path file(args[0]);
+  fs::path file = parsed.checkpoint;
   bool complete = true;
   if (fs::is_directory(file)) {
     const auto manifest = ckpt::read_complete_manifest(file);

@@ -8,32 +8,33 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/process_control.hpp"
+#include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 
 namespace {
 
-constexpr std::string_view kUsage =
-    "usage: accelerate-hpc <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  env      print versions, enabled features and, under mpirun/srun, one line per rank\n"
-    "  config   write (or show) the default configuration file the Accelerator reads\n"
-    "  inspect  <checkpoint>: step, world size, datasets, bytes, and a checksum verification\n"
-    "  convert  <checkpoint> --to safetensors: export the model of a checkpoint\n"
-    "  help     print this message\n";
+int completion(std::span<const std::string_view> args) {
+  if (args.size() == 1 && args[0] == "bash") {
+    std::cout << accelerate::cli::bash_completion();
+    return 0;
+  }
+  std::cerr << "usage: accelerate-hpc completion bash   (bash is the shell supported; source the output)\n";
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage;
+    std::cout << accelerate::cli::tool_app()->help();
     return args.empty() ? 2 : 0;
   }
   const std::span<const std::string_view> rest(args.data() + 1, args.size() - 1);
   try {
     if (args[0] == "env") return accelerate::cli::run_env(rest);
     if (args[0] == "config") return accelerate::cli::run_config(rest);
+    if (args[0] == "completion") return completion(rest);
     if (args[0] == "inspect" || args[0] == "convert") {
 #if ACCELERATE_HAVE_HDF5
       return args[0] == "inspect" ? accelerate::cli::run_inspect(rest) : accelerate::cli::run_convert(rest);
@@ -47,6 +48,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     accelerate::abort_all(error.what());
   }
-  std::cerr << "accelerate-hpc: unknown command '" << args[0] << "'\n\n" << kUsage;
+  std::cerr << "accelerate-hpc: unknown command '" << args[0] << "'\n\n" << accelerate::cli::tool_app()->help();
   return 2;
 }

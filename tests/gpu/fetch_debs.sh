@@ -39,6 +39,7 @@ roots=(
   libhdf5-openmpi-hl-100                                     # libhdf5_hl: h5pcc -show -shlib names it
   libhwloc-dev libhwloc15                                    # ACCELERATE_WITH_HWLOC
   libgtest-dev                                               # GTest::gtest for the test executables
+  nlohmann-json3-dev libcli11-dev                            # header-only: JSON, the CLI's command line
 )
 
 # Packages a CUDA image (Ubuntu- or Debian-based, with apt, Python and a C++

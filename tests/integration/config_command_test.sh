@@ -85,7 +85,7 @@ kept=$(cat "$work"/race.* | grep -c "already exists" || true)
 run 2 config --mixed_precision fp8
 grep -q "fp8" <<<"$out" || fail "bad mixed precision not named"
 run 2 config --bogus
-grep -q "unknown argument '--bogus'" <<<"$out" || fail "unknown option not named"
+grep -q -- "not expected: --bogus" <<<"$out" || fail "unknown option not named"
 run 2 config show --force
 run 2 config --mixed_precision
 
