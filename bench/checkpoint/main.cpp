@@ -18,6 +18,9 @@
 // over the RSS before the save, on the rank where it is largest.
 //
 //   mpirun -n 2 bench_checkpoint --dir /scratch/x --size-mib 256 --repeat 3 --json out.json
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -179,15 +182,24 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i];
-    const std::string value = argv[i + 1];
-    if (key == "--dir") options.dir = value;
-    else if (key == "--size-mib") options.size_mib = std::stoll(value);
-    else if (key == "--repeat") options.repeat = std::stoi(value);
-    else if (key == "--json") options.json = value;
-    else if (key == "--two-phase") options.two_phase = value == "1";
+  std::string dir = options.dir.string();
+  CLI::App app("Save and load of a training state: ours, torch::save/load and the disk's raw speed.",
+               "bench_checkpoint");
+  app.add_option("--dir", dir, "where the files go (a file system to measure)")->capture_default_str();
+  app.add_option("--size-mib", options.size_mib, "state size")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--repeat", options.repeat, "rounds (a multiple of 3 gives each side each place in the order)")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--json", options.json, "write the results as JSON");
+  app.add_option("--two-phase", options.two_phase, "1: HDF5's collective two-phase I/O")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    MPI_Finalize();
+    return code == 0 ? 0 : 2;
   }
+  options.dir = dir;
   if (rank_ == 0) {
     fs::remove_all(options.dir);
     fs::create_directories(options.dir);

@@ -7,6 +7,9 @@
 // Every candidate is first checked for a correct result, then timed (see
 // harness.hpp for the method, collective.hpp for the bandwidth conventions).
 // Rank 0 prints the tables and writes the files.
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <ATen/Parallel.h>
 #include <accelerate/runtime/process_control.hpp>
 #include <accelerate/runtime/state.hpp>
@@ -41,82 +44,69 @@ struct Options {
   int torch_threads = 1;
 };
 
-constexpr const char* kUsage =
-    "usage: bench_collectives [options]   (under mpirun/srun; rank 0 reports)\n"
-    "  --json FILE          write every measurement as JSON\n"
-    "  --markdown FILE      write the tables as Markdown (for docs/performance.md)\n"
-    "  --ops LIST           all_reduce,broadcast,all_gather (default: all)\n"
-    "  --sizes LIST         bytes per rank, e.g. 4,4K,64K,1M,16M,64M (default)\n"
-    "  --repetitions N      timed repetitions per candidate (default 15); medians are reported\n"
-    "  --slow-repetitions N repetitions when one call outlasts a batch (default 11)\n"
-    "  --batch-ms X         target length of one timed batch in ms (default 5)\n"
-    "  --no-gloo            skip the c10d Gloo peer\n"
-    "  --no-diagnostics     time only accelerate, mpi and gloo (not the diagnostic candidates)\n"
-    "  --only LIST          time just these candidates, e.g. accelerate,mpi (for profiling)\n"
-    "  --torch-threads N    LibTorch intra-op threads per rank (default 1: one rank per core)\n";
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  for (std::string part; std::getline(stream, part, ',');) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
-// Returns an error message, empty on success.
-std::string parse(int argc, char** argv, Options& options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (flag == "--json") {
-        options.json = value();
-      } else if (flag == "--markdown") {
-        options.markdown = value();
-      } else if (flag == "--ops") {
-        options.ops.clear();
-        for (const auto& name : split(value())) {
-          const auto op = bench::collective_from_string(name);
-          if (!op) return "unknown collective '" + name + "'";
-          options.ops.push_back(*op);
+// Returns an error message ("help" for --help), empty on success; `usage`
+// receives the generated help.
+std::string parse(int argc, char** argv, Options& options, std::string& usage) {
+  CLI::App app("all_reduce, broadcast and all_gather through Accelerate-HPC, raw MPI and c10d Gloo (under "
+               "mpirun/srun; rank 0 reports).",
+               "bench_collectives");
+  app.add_option("--json", options.json, "write every measurement as JSON");
+  app.add_option("--markdown", options.markdown, "write the tables as Markdown (for docs/performance.md)");
+  app.add_option_function<std::vector<std::string>>(
+         "--ops",
+         [&](const std::vector<std::string>& names) {
+           options.ops.clear();
+           for (const auto& name : names) options.ops.push_back(*bench::collective_from_string(name));
+         },
+         "all_reduce,broadcast,all_gather (default: all)")
+      ->delimiter(',')
+      ->check([](const std::string& name) {
+        return bench::collective_from_string(name) ? std::string() : "unknown collective '" + name + "'";
+      });
+  app.add_option_function<std::vector<std::string>>(
+         "--sizes",
+         [&](const std::vector<std::string>& texts) {
+           options.sizes.clear();
+           for (const auto& text : texts) options.sizes.push_back(*bench::parse_bytes(text));
+         },
+         "bytes per rank, e.g. 4,4K,64K,1M,16M,64M (default)")
+      ->delimiter(',')
+      ->check([](const std::string& text) {
+        const auto bytes = bench::parse_bytes(text);
+        return bytes && *bytes >= 4 && *bytes % 4 == 0 ? std::string() : "bad size '" + text + "' (a multiple of 4 bytes)";
+      });
+  app.add_option("--repetitions", options.plan.repetitions, "timed repetitions per candidate; medians are reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--slow-repetitions", options.plan.slow_repetitions, "repetitions when one call outlasts a batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option_function<double>(
+         "--batch-ms", [&](const double& ms) { options.plan.batch_seconds = ms / 1e3; },
+         "target length of one timed batch in ms (default 5)")
+      ->check([](const std::string& value) {
+        try {
+          return std::stod(value) > 0 ? std::string() : std::string("must be positive");
+        } catch (const std::exception&) {
+          return "'" + value + "' is not a number";
         }
-      } else if (flag == "--sizes") {
-        options.sizes.clear();
-        for (const auto& text : split(value())) {
-          const auto bytes = bench::parse_bytes(text);
-          if (!bytes || *bytes < 4 || *bytes % 4 != 0) return "bad size '" + text + "' (a multiple of 4 bytes)";
-          options.sizes.push_back(*bytes);
-        }
-      } else if (flag == "--repetitions") {
-        options.plan.repetitions = std::stoi(value());
-        if (options.plan.repetitions < 1) return "--repetitions must be at least 1";
-      } else if (flag == "--slow-repetitions") {
-        options.plan.slow_repetitions = std::stoi(value());
-        if (options.plan.slow_repetitions < 1) return "--slow-repetitions must be at least 1";
-      } else if (flag == "--batch-ms") {
-        options.plan.batch_seconds = std::stod(value()) / 1e3;
-        if (options.plan.batch_seconds <= 0.0) return "--batch-ms must be positive";
-      } else if (flag == "--no-gloo") {
-        options.gloo = false;
-      } else if (flag == "--no-diagnostics") {
-        options.diagnostics = false;
-      } else if (flag == "--only") {
-        options.only = split(value());
-      } else if (flag == "--torch-threads") {
-        options.torch_threads = std::stoi(value());
-        if (options.torch_threads < 1) return "--torch-threads must be at least 1";
-      } else if (flag == "--help" || flag == "-h") {
-        return "help";
-      } else {
-        return "unknown option '" + flag + "'";
-      }
-    } catch (const std::exception& error) {
-      return flag + ": " + error.what();
-    }
+      });
+  app.add_flag_function("--no-gloo", [&](std::int64_t) { options.gloo = false; }, "skip the c10d Gloo peer");
+  app.add_flag_function(
+      "--no-diagnostics", [&](std::int64_t) { options.diagnostics = false; },
+      "time only accelerate, mpi and gloo (not the diagnostic candidates)");
+  app.add_option("--only", options.only, "time just these candidates, e.g. accelerate,mpi (for profiling)")
+      ->delimiter(',');
+  app.add_option("--torch-threads", options.torch_threads, "LibTorch intra-op threads per rank (1: one rank per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  usage = app.help();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return "help";
+  } catch (const CLI::ParseError& error) {
+    return error.what();
   }
   if (options.ops.empty() || options.sizes.empty()) return "nothing to measure";
   return {};
@@ -150,14 +140,15 @@ bool write_file(const std::string& path, const std::string& text) {
 
 int run(int argc, char** argv) {
   Options options;
-  const std::string problem = parse(argc, argv, options);
+  std::string usage;
+  const std::string problem = parse(argc, argv, options, usage);
   accelerate::State state;
   const int rank = state.process_index();
   const int ranks = state.num_processes();
   if (!problem.empty()) {
     if (rank == 0) {
       if (problem != "help") std::fprintf(stderr, "bench_collectives: %s\n", problem.c_str());
-      std::fputs(kUsage, problem == "help" ? stdout : stderr);
+      std::fputs(usage.c_str(), problem == "help" ? stdout : stderr);
     }
     return problem == "help" ? 0 : 2;
   }

@@ -11,6 +11,9 @@
 //   dispatcher   DataLoaderDispatcher (rank 0 loads, scatters each rank its slice)
 // The sequential order keeps the two libraries' index work identical; each
 // epoch's time is the slowest rank's, and the best of E epochs is reported.
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <mpi.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -41,18 +44,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--samples") o.samples = std::stoll(value());
-    else if (arg == "--batch") o.batch = std::stoll(value());
-    else if (arg == "--workers") o.workers = std::stoi(value());
-    else if (arg == "--epochs") o.epochs = std::stoi(value());
-    else if (arg == "--json") o.json = value();
-    else throw std::invalid_argument("unknown option " + arg);
+  CLI::App app("Epoch time of our loaders against LibTorch's.", "bench_dataloader");
+  app.add_option("--samples", o.samples, "dataset size")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--batch", o.batch, "batch per rank")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--workers", o.workers, "loader worker threads")->capture_default_str()->check(CLI::Range(0LL, std::numeric_limits<long long>::max()));
+  app.add_option("--epochs", o.epochs, "timed epochs")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--json", o.json, "write the results as JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    std::exit(app.exit(error) == 0 ? 0 : 2);
   }
   return o;
 }

@@ -10,6 +10,9 @@
 // cross-entropy, zero_grad to None, data already on the GPU, the time from
 // the first timed step to the loss of the last one read back (which waits
 // for the GPU).
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -25,15 +28,6 @@
 
 namespace {
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 struct Args {
   std::vector<std::string> workloads{"W1", "W2", "T"};
   std::vector<std::string> precisions{"fp32", "bf16"};
@@ -44,24 +38,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string key = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("bench_gpu_train: " + key + " needs a value");
-    const std::string value = argv[++i];
-    if (key == "--workloads") {
-      a.workloads = split(value);
-    } else if (key == "--precisions") {
-      a.precisions = split(value);
-    } else if (key == "--batches") {
-      a.batches.clear();
-      for (const auto& b : split(value)) a.batches.push_back(std::stoll(b));
-    } else if (key == "--steps") {
-      a.steps = std::stoi(value);
-    } else if (key == "--warmup") {
-      a.warmup = std::stoi(value);
-    } else {
-      throw std::invalid_argument("bench_gpu_train: unknown option " + key);
-    }
+  CLI::App app("Single-GPU training throughput through the Accelerator.", "bench_gpu_train");
+  app.add_option("--workloads", a.workloads, "W1, W2, T")->delimiter(',')->capture_default_str();
+  app.add_option("--precisions", a.precisions, "fp32, bf16, fp16")->delimiter(',')->capture_default_str();
+  app.add_option("--batches", a.batches, "samples per step")->delimiter(',')->capture_default_str();
+  app.add_option("--steps", a.steps, "timed steps")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--warmup", a.warmup, "untimed steps first")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    std::exit(app.exit(error) == 0 ? 0 : 2);
   }
   return a;
 }

@@ -6,6 +6,9 @@
 //   bench_train --workload W1|W2 --mode ours|ceiling [--steps N] [--warmup N]
 //               [--batch 64] [--bucket-cap-mb 25] [--first-bucket-mb 1]
 //               [--bucket-view 0|1] [--progress 0|1]
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <ATen/Parallel.h>
 #include <mpi.h>
 #include <torch/torch.h>
@@ -40,23 +43,24 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  std::map<std::string, std::string> kv;
-  for (int i = 1; i + 1 < argc; i += 2) kv[argv[i]] = argv[i + 1];
-  auto get = [&](const char* key, auto& out) {
-    auto it = kv.find(key);
-    if (it == kv.end()) return;
-    std::istringstream in(it->second);
-    in >> out;
-  };
-  get("--workload", a.workload);
-  get("--mode", a.mode);
-  get("--steps", a.steps);
-  get("--warmup", a.warmup);
-  get("--batch", a.batch);
-  get("--bucket-cap-mb", a.bucket_cap_mb);
-  get("--first-bucket-mb", a.first_bucket_mb);
-  get("--bucket-view", a.bucket_view);
-  get("--progress", a.progress);
+  CLI::App app("Data-parallel training throughput: DistributedModel against the no-communication ceiling.",
+               "bench_train");
+  app.add_option("--workload", a.workload, "W1 (MLP) or W2 (CNN)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"W1", "W2"}));
+  app.add_option("--mode", a.mode, "ours or ceiling")->capture_default_str()->check(CLI::IsMember({"ours", "ceiling"}));
+  app.add_option("--steps", a.steps, "timed steps (0: 200 for W1, 30 for W2)")->capture_default_str();
+  app.add_option("--warmup", a.warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--batch", a.batch, "samples per rank")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--bucket-cap-mb", a.bucket_cap_mb, "gradient bucket size")->capture_default_str();
+  app.add_option("--first-bucket-mb", a.first_bucket_mb, "first bucket size")->capture_default_str();
+  app.add_option("--bucket-view", a.bucket_view, "gradient_as_bucket_view (0 or 1)")->capture_default_str();
+  app.add_option("--progress", a.progress, "progress MPI inside the gradient hooks (0 or 1)")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    std::exit(app.exit(error) == 0 ? 0 : 2);
+  }
   if (a.steps == 0) a.steps = a.workload == "W1" ? 200 : 30;
   return a;
 }

@@ -13,6 +13,9 @@
 // usage: kokkos_coupling [--steps N] [--cells-per-rank N] [--train-every K]
 //                        [--checkpoint-every C] [--stop-after S]
 //                        [--project-dir DIR] [--resume]
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <mpi.h>
 #include <torch/torch.h>
 
@@ -45,30 +48,25 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "kokkos_coupling: " << flag << " needs a value\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (flag == "--steps") options.steps = std::stoi(next());
-    else if (flag == "--cells-per-rank") options.cells_per_rank = std::stoi(next());
-    else if (flag == "--train-every") options.train_every = std::stoi(next());
-    else if (flag == "--checkpoint-every") options.checkpoint_every = std::stoi(next());
-    else if (flag == "--stop-after") options.stop_after = std::stoi(next());
-    else if (flag == "--project-dir") options.project_dir = next();
-    else if (flag == "--resume") options.resume = true;
-    else {
-      std::cerr << "kokkos_coupling: unknown option '" << flag << "'\n";
-      std::exit(2);
-    }
-  }
-  if (options.steps < 1 || options.cells_per_rank < 3 || options.train_every < 1) {
-    std::cerr << "kokkos_coupling: --steps, --train-every must be positive and --cells-per-rank at least 3\n";
-    std::exit(2);
+  CLI::App app("A Kokkos stencil code coupled to a LibTorch model trained through the Accelerator.",
+               "kokkos_coupling");
+  app.add_option("--steps", options.steps, "simulation steps")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--cells-per-rank", options.cells_per_rank, "cells of the 1-D domain per rank (at least 3)")
+      ->capture_default_str()
+      ->check(CLI::Range(3, 1 << 30));
+  app.add_option("--train-every", options.train_every, "simulation steps per training step")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--checkpoint-every", options.checkpoint_every, "save every N steps (0 = never)")
+      ->capture_default_str();
+  app.add_option("--stop-after", options.stop_after, "stop after N steps (-1: run to the end)")->capture_default_str();
+  app.add_option("--project-dir", options.project_dir, "checkpoints go to DIR/checkpoints")->capture_default_str();
+  app.add_flag("--resume", options.resume, "continue from the newest checkpoint, if any");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);  // --help: 0; a usage error: 2, on every rank
+    std::exit(code == 0 ? 0 : 2);
   }
   return options;
 }

@@ -23,6 +23,15 @@ run() {  # <label> <np> <train args...>
   }
   grep "train:" "$work/$label.log"
 }
+# The command line (CLI11): generated help, both spellings, usage errors exit 2.
+help=$("$train" --help) || fail "train --help failed"
+grep -q -- "--checkpoint-every" <<<"$help" || fail "train --help does not list --checkpoint-every"
+for bad in "--epochs 0" "--epochs=x" "--bogus" "--lr"; do
+  # shellcheck disable=SC2086  # the words of one bad command line
+  if "$train" $bad >/dev/null 2>&1; then fail "train $bad was accepted"; else code=$?; fi
+  [ "$code" -eq 2 ] || fail "train $bad exited $code, not 2"
+done
+
 final_loss() { sed -n 's/^train: final eval loss \([0-9.]*\).*/\1/p' "$work/$1.log"; }
 final_accuracy() { sed -n 's/^train: final eval loss [0-9.]* accuracy \([0-9.]*\).*/\1/p' "$work/$1.log"; }
 same_tensors() {  # <file a> <file b> <group>
