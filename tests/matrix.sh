@@ -17,8 +17,10 @@ variant_args() {
     default) ;;
     asan) echo "--sanitize --fast-build" ;;
     # local_mpirun_train: under MPICH's mpiexec the stopped job's exit code 75
-    # arrives as 0 (docs/testing.md, "Known gaps").
-    mpich) echo "--mpi=mpich --fast-build -- -L mpi|integration -LE spack|fuzz -E ^local_mpirun_train$" ;;
+    # arrives as 0. --repeat until-pass:2: a failed test runs once more, for the
+    # intermittent checkpoint_load hang under srun; twice failed fails (both in
+    # docs/testing.md, "Known gaps").
+    mpich) echo "--mpi=mpich --fast-build -- -L mpi|integration -LE spack|fuzz -E ^local_mpirun_train$ --repeat until-pass:2" ;;
     pypi) echo "--libtorch=pypi --fast-build -- -LE launching|spack|fuzz|faults" ;;
     *) echo "tests/matrix.sh: unknown variant '$1' (default, asan, mpich, pypi)" >&2; return 2 ;;
   esac
