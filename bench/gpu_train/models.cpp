@@ -1,6 +1,5 @@
 #include "models.hpp"
 
-#include <stdexcept>
 
 #include "workloads.hpp"
 
@@ -50,31 +49,23 @@ torch::Tensor TinyTransformer::forward(const torch::Tensor& tokens) {
 GpuWorkload make_gpu_workload(const std::string& name, int64_t batch, const torch::Device& device) {
   constexpr int kBatches = 4;
   GpuWorkload w;
-  torch::manual_seed(1);
-  if (name == "W1") {
-    auto m = std::make_shared<Mlp>();
-    w.model = m;
-    w.forward = [m](const torch::Tensor& x) { return m->forward(x); };
-  } else if (name == "W2") {
-    auto m = std::make_shared<Cnn>();
-    w.model = m;
-    w.forward = [m](const torch::Tensor& x) { return m->forward(x); };
-  } else if (name == "T") {
-    auto m = std::make_shared<TinyTransformer>();
-    w.model = m;
-    w.forward = [m](const torch::Tensor& x) { return m->forward(x); };
-  } else {
-    throw std::invalid_argument("unknown workload '" + name + "' (W1, W2 or T)");
+  if (name != "T") {
+    // W1 and W2 are bench/train's workloads, their batches moved to the device.
+    Workload cpu = make_workload(name, batch, /*seed=*/1000);
+    w.model = cpu.model;
+    w.forward = cpu.forward;
+    for (auto& input : cpu.inputs) w.inputs.push_back(input.to(device));
+    for (auto& target : cpu.targets) w.targets.push_back(target.to(device));
+    return w;
   }
+  torch::manual_seed(1);
+  auto m = std::make_shared<TinyTransformer>();
+  w.model = m;
+  w.forward = [m](const torch::Tensor& x) { return m->forward(x); };
   torch::manual_seed(1000);
   for (int i = 0; i < kBatches; ++i) {
-    if (name == "T") {
-      w.inputs.push_back(torch::randint(0, kVocab, {batch, kTokens}, torch::kLong).to(device));
-      w.targets.push_back(torch::randint(0, kVocab, {batch * kTokens}, torch::kLong).to(device));
-    } else {
-      w.inputs.push_back((name == "W1" ? torch::randn({batch, 784}) : torch::randn({batch, 1, 28, 28})).to(device));
-      w.targets.push_back(torch::randint(0, 10, {batch}, torch::kLong).to(device));
-    }
+    w.inputs.push_back(torch::randint(0, kVocab, {batch, kTokens}, torch::kLong).to(device));
+    w.targets.push_back(torch::randint(0, kVocab, {batch * kTokens}, torch::kLong).to(device));
   }
   return w;
 }
