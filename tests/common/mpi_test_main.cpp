@@ -5,7 +5,8 @@
 // - Runs the tests on every rank. Rank 0 prints the usual report; other
 //   ranks print only their failures, prefixed with their rank.
 // - All ranks agree on the outcome (MPI_Allreduce MAX) and exit with the
-//   same code: 0 pass, 1 fail, 77 when every test was skipped.
+//   same code: 0 pass, 1 fail (or no test selected), 77 when every test was
+//   skipped.
 // - An exception escaping a test body on one rank aborts the job instead of
 //   leaving the others blocked in the next collective.
 #include <gtest/gtest.h>
@@ -63,6 +64,13 @@ int main(int argc, char** argv) {
   }
   const auto* unit = testing::UnitTest::GetInstance();
   if (outcome == 0 && unit->successful_test_count() == 0 && unit->skipped_test_count() > 0) outcome = 77;
+  // A registered test whose --gtest_filter selects nothing would pass while
+  // testing nothing (the test bundle, cmake/AccelerateAddTest.cmake).
+  if (unit->test_to_run_count() == 0) {
+    std::fprintf(stderr, "[rank %d] no test matched --gtest_filter=%s\n", rank,
+                 GTEST_FLAG_GET(filter).c_str());
+    outcome = 1;
+  }
 
   // 1 (a failure anywhere) beats 77 (skipped) beats 0.
   int local = outcome == 1 ? 2 : (outcome == 77 ? 1 : 0);

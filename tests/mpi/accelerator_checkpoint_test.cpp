@@ -18,6 +18,10 @@
 #include "accelerate/training/accelerator.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace acc = accelerate;
@@ -328,3 +332,5 @@ TEST(AcceleratorCheckpoint, LoaderSavedAfterAFinishedPassStartsTheNextEpochWhole
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -20,6 +20,10 @@
 #include "accelerate/runtime/environment.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace acc = accelerate;
@@ -407,3 +411,5 @@ TEST(Accelerator, TheConfigurationFileIsHonouredForEverySetting) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -10,6 +10,10 @@
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 struct Replica {
@@ -93,3 +97,5 @@ TEST(GradScalerAcrossRanks, WithoutAGroupOnlyTheOverflowingRankSkips) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -10,6 +10,10 @@
 
 #include "detail/arrival_board.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::detail::ArrivalBoard;
@@ -83,3 +87,5 @@ TEST(ArrivalBoard, LateAnswersToAbandonedQueriesAreNeverTakenForNewOnes) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -1,8 +1,7 @@
 # checkpoint tests at 1, 2 and 4 ranks (include()d from CMakeLists.txt here).
 if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(checkpoint_io_test
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_io_test.cpp NPROCS 1 2 4 TIMEOUT 240)
-  target_link_libraries(checkpoint_io_test PRIVATE HDF5::HDF5)
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_io_test.cpp NPROCS 1 2 4 TIMEOUT 240 LINK HDF5::HDF5)
   accelerate_add_mpi_test(checkpoint_commit_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_commit_test.cpp NPROCS 1 2 4 TIMEOUT 180)
 endif()

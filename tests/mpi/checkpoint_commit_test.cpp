@@ -21,6 +21,10 @@
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 using accelerate::testing::error_of;
@@ -241,3 +245,5 @@ TEST(CheckpointCommit, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

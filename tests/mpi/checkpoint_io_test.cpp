@@ -18,6 +18,10 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 using accelerate::testing::error_of;
@@ -394,3 +398,5 @@ TEST(CheckpointIo, RejectsBadNamesAndDtypes) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -25,6 +25,10 @@
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace acc = accelerate;
@@ -267,3 +271,7 @@ TEST(CudaSharedGpu, AGroupOfRanksSharingAGpuCarriesCpuTensorsAndRefusesCudaOnes)
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
+#undef SKIP_WITHOUT_GPU
+#undef SKIP_UNLESS_A_GPU_PER_RANK

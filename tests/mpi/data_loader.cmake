@@ -8,5 +8,5 @@ accelerate_add_mpi_test(stream_data_loader_test SOURCES ${CMAKE_CURRENT_LIST_DIR
 # the library's calls bind to them.
 accelerate_add_mpi_test(funneled_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/funneled_test.cpp ${PROJECT_SOURCE_DIR}/tests/common/funneled_guard.cpp
-  NPROCS 2 4 TIMEOUT 120 LABELS data)
+  NPROCS 2 4 TIMEOUT 120 LABELS data STANDALONE)
 set_target_properties(funneled_test PROPERTIES ENABLE_EXPORTS ON)

@@ -21,6 +21,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::DataLoaderConfiguration;
@@ -285,3 +289,5 @@ TEST(DataLoaderDispatcher, BadOptionsAreRefusedOnEveryRank) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -26,6 +26,10 @@
 #include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::DataLoaderConfiguration;
@@ -585,3 +589,5 @@ TEST(DataLoaderShard, SetSeedDecidesTheOrderWithoutADataSeed) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

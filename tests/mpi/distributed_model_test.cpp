@@ -15,6 +15,10 @@
 #include "common/test_helpers.hpp"
 #include "training/gradient_bucket_plan.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace acc = accelerate;
@@ -375,3 +379,5 @@ TEST_F(DistributedModelTest, ErrorsAreRaisedOnEveryRank) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

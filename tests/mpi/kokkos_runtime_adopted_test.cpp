@@ -5,6 +5,10 @@
 #include "accelerate/interop/kokkos.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::kokkos::KokkosRuntime;
@@ -26,3 +30,5 @@ TEST(KokkosRuntimeAdopted, NeverFinalisesTheProgramsKokkos) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -10,6 +10,10 @@
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::kokkos::KokkosRuntime;
@@ -60,3 +64,5 @@ TEST(KokkosRuntimeOwned, RefusesToInitialiseKokkosTwice) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -8,6 +8,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ProcessGroup;
@@ -212,3 +216,5 @@ TEST_F(MpiBackendTest, WrongOutputSizeIsRejected) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -34,6 +34,10 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ReduceOp;
@@ -643,3 +647,5 @@ TEST_F(NcclCollectives, WaitOrdersTheStreamCurrentAtWaitNotTheOneAtPost) {
 #endif
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -15,6 +15,10 @@
 
 #include "accelerate/error.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace acc = accelerate;
@@ -590,3 +594,5 @@ TEST_F(Operations, CollectivesPassTheDebugModeChecks) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

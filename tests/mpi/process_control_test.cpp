@@ -16,6 +16,10 @@
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -257,3 +261,5 @@ TEST(Barrier, MissingRankBecomesATimeoutNotAHang) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -13,6 +13,10 @@
 #include "accelerate/runtime/environment.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ProcessGroup;
@@ -253,3 +257,5 @@ TEST(Timeout, MissingRankIsNamedInsteadOfHanging) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -11,6 +11,10 @@
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::testing::error_of;
@@ -133,3 +137,5 @@ TEST(SynchronizeRngStates, BadInputFailsOnEveryRank) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

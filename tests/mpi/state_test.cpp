@@ -13,6 +13,10 @@
 #include "accelerate/runtime/environment.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::testing::world_rank;
@@ -220,3 +224,5 @@ TEST(State, DescribeNamesTheRank) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -18,6 +18,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::DataLoader;
@@ -169,7 +173,7 @@ std::pair<float, float> spread_of_a_draw() {
   return {low, high};
 }
 
-TEST(RngTypes, EveryPassStartsWithRankZerosTorchGenerator) {
+TEST(StreamRngTypes, EveryPassStartsWithRankZerosTorchGenerator) {
   const State state;
   const int rank = state.process_index();
   accelerate::DataLoaderShard synced(Table(), state, {.batch_size = 1, .rng_types = {"torch", "generator"}});
@@ -194,7 +198,7 @@ TEST(RngTypes, EveryPassStartsWithRankZerosTorchGenerator) {
   EXPECT_EQ(d_low, d_high);
 }
 
-TEST(RngTypes, AnUnknownGeneratorIsRefusedOnEveryRank) {
+TEST(StreamRngTypes, AnUnknownGeneratorIsRefusedOnEveryRank) {
   const State state;
   const std::string message =
       error_of([&] { accelerate::DataLoaderShard(Table(), state, {.batch_size = 1, .rng_types = {"xla"}}); });
@@ -207,3 +211,5 @@ TEST(RngTypes, AnUnknownGeneratorIsRefusedOnEveryRank) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -13,6 +13,10 @@
 #include "accelerate/runtime/config_file.hpp"
 #include "accelerate/runtime/env_config.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::AcceleratorOptions;
@@ -194,3 +198,5 @@ TEST(ResolveSettings, TheTableCoversEveryKeyOfTheFile) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

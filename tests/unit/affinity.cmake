@@ -7,12 +7,10 @@ accelerate_add_unit_test(affinity_placement_test
 if(ACCELERATE_HAVE_HWLOC)
   # Two-socket synthetic topologies from hwloc XML (topologies/generate.py).
   accelerate_add_unit_test(affinity_topology_test
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/affinity_topology_test.cpp LABELS affinity)
-  target_compile_definitions(affinity_topology_test PRIVATE
-    ACCELERATE_TOPOLOGY_DIR="${CMAKE_CURRENT_LIST_DIR}/topologies")
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/affinity_topology_test.cpp LABELS affinity
+    DEFINES ACCELERATE_TOPOLOGY_DIR="${CMAKE_CURRENT_LIST_DIR}/topologies")
 
   # Binding applied on this machine and read back through hwloc.
   accelerate_add_unit_test(affinity_bind_test
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/affinity_bind_test.cpp LABELS affinity)
-  target_link_libraries(affinity_bind_test PRIVATE accelerate_hwloc)
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/affinity_bind_test.cpp LABELS affinity LINK accelerate_hwloc)
 endif()

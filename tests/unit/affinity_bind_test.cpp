@@ -18,7 +18,9 @@
 #include "accelerate/runtime/state.hpp"
 #include "runtime/numa_affinity_cache.hpp"
 
-namespace accelerate {
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace accelerate::ACCELERATE_TEST_FILE_ID {
 namespace {
 
 class AffinityBind : public ::testing::Test {
@@ -157,4 +159,4 @@ TEST_F(AffinityBind, ConfiguredOnlyWhenAskedFor) {
 }
 
 }  // namespace
-}  // namespace accelerate
+}  // namespace accelerate::ACCELERATE_TEST_FILE_ID

@@ -9,7 +9,9 @@
 #include "runtime/numa_affinity_placement.hpp"
 #include "topologies/plan_checks.hpp"
 
-namespace accelerate {
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace accelerate::ACCELERATE_TEST_FILE_ID {
 namespace {
 
 using detail::NodeRequest;
@@ -134,4 +136,4 @@ TEST(AffinityPlacement, WithoutHwlocBindingIsFeatureNotBuilt) {
 #endif
 
 }  // namespace
-}  // namespace accelerate
+}  // namespace accelerate::ACCELERATE_TEST_FILE_ID

@@ -13,7 +13,9 @@
 #include "runtime/numa_affinity_topology.hpp"
 #include "topologies/plan_checks.hpp"
 
-namespace accelerate {
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace accelerate::ACCELERATE_TEST_FILE_ID {
 namespace {
 
 using detail::HwlocTopology;
@@ -213,4 +215,4 @@ TEST(AffinityTopology, RespectKeepsALauncherBindingAndOverrideReplacesIt) {
 }
 
 }  // namespace
-}  // namespace accelerate
+}  // namespace accelerate::ACCELERATE_TEST_FILE_ID

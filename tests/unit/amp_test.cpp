@@ -10,6 +10,10 @@
 #include "accelerate/error.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ConfigError;
@@ -413,3 +417,5 @@ TEST(MixedPrecision, DeviceSupport) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -7,6 +7,10 @@
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/build_info.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 TEST(Versions, CompareComponentWise) {
@@ -64,3 +68,5 @@ TEST(BuildInfo, ListsEveryComponentWithItsState) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -19,6 +19,10 @@
 
 #include "accelerate/error.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::BatchSamplerShard;
@@ -548,3 +552,5 @@ TEST(BatchSamplerShardProperty, SweepEveryShapeAndFlag) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -9,6 +9,10 @@
 
 #include "detail/blocking_call_watchdog.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::detail::BlockingCallWatchdog;
@@ -51,3 +55,5 @@ TEST(BlockingCallWatchdog, TheEarliestDeadlineFiresFirstAmongNestedCalls) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

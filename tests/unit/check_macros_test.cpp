@@ -19,6 +19,10 @@
 #include "detail/hdf5_check.hpp"
 #endif
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -138,3 +142,5 @@ TEST(Hdf5Check, MissingFileNamesTheFileAndTheStack) {
 #endif
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

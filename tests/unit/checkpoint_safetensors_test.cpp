@@ -12,6 +12,10 @@
 #include "accelerate/checkpoint/safetensors.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 using accelerate::testing::error_of;
@@ -119,3 +123,5 @@ TEST_F(Safetensors, RejectsWhatItCannotWriteOrRead) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -25,6 +25,10 @@
 #include "checkpoint/layout.hpp"
 #endif
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
 using accelerate::testing::error_of;
@@ -265,3 +269,5 @@ TEST(Hdf5Binding, AllCallsLandInOneParallelLibrary) {
 #endif
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -15,6 +15,10 @@
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/config_file.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace fs = std::filesystem;
 using accelerate::ConfigError;
 using accelerate::ConfigFile;
@@ -428,3 +432,5 @@ TEST(ConfigFile, UnwritableLocationIsAConfigError) {
     EXPECT_NE(std::string(error.what()).find("cannot create the directory of"), std::string::npos) << error.what();
   }
 }
+
+}  // namespace ACCELERATE_TEST_FILE_ID

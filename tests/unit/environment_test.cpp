@@ -9,6 +9,10 @@
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/environment.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::get_env;
@@ -129,3 +133,5 @@ TEST(EnvConfig, RejectsUnknownMixedPrecision) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -3,6 +3,10 @@
 
 #include "accelerate/runtime/host.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 TEST(CpuList, FormatsRunsCompactly) {
@@ -34,3 +38,5 @@ TEST(Host, NameIsShort) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -21,6 +21,10 @@
 #include "accelerate/data/batch_sampler_shard.hpp"
 #include "accelerate/error.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ConfigError;
@@ -305,3 +309,5 @@ TEST(IterableDatasetShardProperty, SweepEveryShapeAndFlag) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -16,6 +16,10 @@
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::kokkos::ConversionError;
@@ -460,3 +464,5 @@ TEST(KokkosDataset, ConcurrentWorkersSeeEverySampleOnce) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -8,6 +8,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/launcher.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::detect_launcher;
@@ -156,3 +160,5 @@ TEST(LauncherCrossCheck, RankDisagreementIsAnError) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

@@ -26,6 +26,10 @@
 #include "accelerate/data/skip.hpp"
 #include "accelerate/error.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::BatchSamplerShard;
@@ -494,3 +498,6 @@ TEST(SkipFirstBatches, StreamShardsConsumeTheSource) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
+#undef EXPECT_CONTAINS

@@ -4,6 +4,10 @@
 
 #include "comm/nccl/nccl_split_method.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::detail::choose_nccl_split_method;
@@ -50,3 +54,5 @@ TEST(NcclSplitMethod, IsUsableAtCompileTimeAndNamesItsChoice) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

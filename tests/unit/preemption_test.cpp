@@ -16,6 +16,10 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/preemption.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::PreemptionWatcher;
@@ -268,3 +272,5 @@ TEST(RequeueCommand, ReadsTheProcessEnvironment) {
 TEST(RequeueExitCode, IsExTempfail) { EXPECT_EQ(accelerate::kRequeueExitCode, 75); }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

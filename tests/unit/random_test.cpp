@@ -14,6 +14,10 @@
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 using accelerate::ConfigError;
@@ -201,3 +205,5 @@ TEST(RngTypes, Parse) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID

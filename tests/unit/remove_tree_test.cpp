@@ -11,6 +11,10 @@
 
 #include "detail/remove_tree.hpp"
 
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -82,3 +86,5 @@ TEST(RemoveTree, AFailureIsReportedWithThePath) {
 }
 
 }  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
