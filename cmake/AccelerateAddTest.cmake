@@ -77,25 +77,34 @@ function(_accelerate_test_filter out_var source)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${source}")
 endfunction()
 
+# What every test executable, bundled or not, links and sees.
+function(_accelerate_test_target_setup target)
+  target_link_libraries(${target} PRIVATE AccelerateHPC::accelerate GTest::gtest)
+  accelerate_use_test_pch(${target})
+  # Tests may exercise private helpers (checking macros, wait logic).
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+endfunction()
+
 # Sets <target_var> to the executable that holds test <name> and <args_var> to
 # the arguments that select its tests there.
 function(_accelerate_test_executable target_var args_var name own_main standalone)
   set(_sources ${ARGN})
   if(own_main OR standalone OR NOT ACCELERATE_TEST_BUNDLE)
     add_executable(${name} ${_sources})
-    target_link_libraries(${name} PRIVATE AccelerateHPC::accelerate GTest::gtest)
-    accelerate_use_test_pch(${name})
+    _accelerate_test_target_setup(${name})
     if(NOT own_main)
       target_link_libraries(${name} PRIVATE accelerate_mpi_test_main)
     endif()
-    # Tests may exercise private helpers (checking macros, wait logic).
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
     target_compile_definitions(${name} PRIVATE ACCELERATE_TEST_FILE_ID=accelerate_test_file)
     set(${target_var} ${name} PARENT_SCOPE)
     set(${args_var} "" PARENT_SCOPE)
     return()
   endif()
 
+  list(LENGTH _sources _count)
+  if(NOT _count EQUAL 1)
+    message(FATAL_ERROR "test ${name}: a bundled test has one source file (mark it STANDALONE)")
+  endif()
   set(_bundle ${ACCELERATE_TEST_BUNDLE_TARGET})
   if(NOT TARGET ${_bundle})
     add_executable(${_bundle})
@@ -105,27 +114,20 @@ function(_accelerate_test_executable target_var args_var name own_main standalon
       RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests
       UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${ACCELERATE_TEST_UNITY_BATCH}
       UNITY_BUILD_UNIQUE_ID ACCELERATE_TEST_FILE_ID)
-    target_link_libraries(${_bundle} PRIVATE AccelerateHPC::accelerate GTest::gtest accelerate_mpi_test_main)
-    accelerate_use_test_pch(${_bundle})
-    target_include_directories(${_bundle} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+    _accelerate_test_target_setup(${_bundle})
+    target_link_libraries(${_bundle} PRIVATE accelerate_mpi_test_main)
   endif()
-  set(_filters)
-  foreach(_source IN LISTS _sources)
-    get_filename_component(_source "${_source}" ABSOLUTE)
-    get_property(_added GLOBAL PROPERTY ACCELERATE_TEST_BUNDLED_${_source} SET)
-    if(NOT _added)
-      target_sources(${_bundle} PRIVATE ${_source})
-    endif()
+  get_filename_component(_source "${_sources}" ABSOLUTE)
+  # A file registered twice (once as a unit test, once under mpiexec) is
+  # compiled once; its filter is worked out once.
+  get_property(_filter GLOBAL PROPERTY ACCELERATE_TEST_BUNDLED_${_source})
+  if(NOT _filter)
+    target_sources(${_bundle} PRIVATE ${_source})
     _accelerate_test_filter(_filter "${_source}")
     set_property(GLOBAL PROPERTY ACCELERATE_TEST_BUNDLED_${_source} "${_filter}")
-    list(APPEND _filters "${_filter}")
-  endforeach()
-  list(LENGTH _filters _count)
-  if(NOT _count EQUAL 1)
-    message(FATAL_ERROR "test ${name}: a bundled test has one source file (mark it STANDALONE)")
   endif()
   set(${target_var} ${_bundle} PARENT_SCOPE)
-  set(${args_var} ${_filters} PARENT_SCOPE)
+  set(${args_var} "${_filter}" PARENT_SCOPE)
 endfunction()
 
 # LINK and DEFINES of a test apply to the executable that holds it.
