@@ -40,6 +40,7 @@ roots=(
   libhwloc-dev libhwloc15                                    # ACCELERATE_WITH_HWLOC
   libgtest-dev                                               # GTest::gtest for the test executables
   nlohmann-json3-dev libcli11-dev                            # header-only: JSON, the CLI's command line
+  libisal-dev libisal2                                       # ACCELERATE_WITH_ISAL: the checkpoints' CRC-32C
 )
 
 # Packages a CUDA image (Ubuntu- or Debian-based, with apt, Python and a C++
