@@ -324,11 +324,14 @@ jobs_on_gpu() {
   else
     echo "train resume: FAILED"; tail -n 20 "$work/resumed.log"; rc=1
   fi
-  # Expectation, not a requirement: ncclCommInitRank refuses two ranks on one device.
+  # Two ranks on one GPU: NCCL refuses them, and the group says so on every
+  # rank before any collective (comm/nccl/shared_gpu.cpp).
   if run_train shared 2 --max-steps 20; then
-    echo "train 2 ranks on one GPU: ran (NCCL did not refuse the shared device)"
+    echo "train 2 ranks on one GPU: ran (the shared device was not refused)"
+  elif [ "$(grep -c 'share the GPU' "$work/shared.log")" -ge 2 ]; then
+    echo "train 2 ranks on one GPU: refused on both ranks as designed (ranks share the GPU)"
   elif grep -qi 'duplicate GPU' "$work/shared.log"; then
-    echo "train 2 ranks on one GPU: refused by NCCL as expected (duplicate GPU)"
+    echo "train 2 ranks on one GPU: refused by NCCL itself (duplicate GPU), not by the group's check"
   else
     echo "train 2 ranks on one GPU: failed otherwise:"; tail -n 20 "$work/shared.log"
   fi
@@ -417,7 +420,9 @@ write_report() {
       echo
       echo "## ctest -L gpu"
       echo
-      "$python" - "$out/gpu-ctest.log" "$build/Testing/Temporary/LastTest.log" <<'EOF'
+      # The copy taken right after ctest: a later `ctest -N` (the build stage
+      # lists the gpu tests) rewrites the build folder's LastTest.log.
+      "$python" - "$out/gpu-ctest.log" "$out/gpu-LastTest.log" <<'EOF'
 import re, sys
 status = {}
 for line in open(sys.argv[1], errors="replace"):

@@ -16,6 +16,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/environment.hpp"
 #include "accelerate/training/accelerator.hpp"
+#include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
@@ -27,6 +28,15 @@ namespace {
 namespace acc = accelerate;
 namespace fs = std::filesystem;
 using acc::testing::world_size;
+
+// The suite's fixture: with a GPU visible these tests train on it, which
+// needs a GPU per rank (common/gpu_skip.hpp).
+class AcceleratorCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (acc::testing::ranks_share_a_gpu()) GTEST_SKIP() << acc::testing::kRanksShareAGpu;
+  }
+};
 
 constexpr int64_t kFeatures = 5;
 
@@ -103,12 +113,12 @@ TrainingRun train(const fs::path& project, int save_after, int stop_after, bool 
       }
     }
   }
-  for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
+  for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().cpu().clone());
   run.lr = adam.param_groups()[0].options().get_lr();
   return run;
 }
 
-TEST(AcceleratorCheckpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
+TEST_F(AcceleratorCheckpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
   const fs::path a = acc::testing::shared_temp_directory("resume_a");
   const fs::path b = acc::testing::shared_temp_directory("resume_b");
   // 48 samples, global batch 12, 2 micro-steps per step: 2 steps per epoch,
@@ -128,7 +138,7 @@ TEST(AcceleratorCheckpoint, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
   acc::testing::remove_shared_directory(b);
 }
 
-TEST(AcceleratorCheckpoint, NumberingContinuesAndRotationKeepsTheNewest) {
+TEST_F(AcceleratorCheckpoint, NumberingContinuesAndRotationKeepsTheNewest) {
   const fs::path project = acc::testing::shared_temp_directory("numbering");
   {
     acc::Accelerator accelerator(
@@ -157,7 +167,7 @@ TEST(AcceleratorCheckpoint, NumberingContinuesAndRotationKeepsTheNewest) {
   acc::testing::remove_shared_directory(project);
 }
 
-TEST(AcceleratorCheckpoint, StrictLoadListsEveryMismatchedKey) {
+TEST_F(AcceleratorCheckpoint, StrictLoadListsEveryMismatchedKey) {
   const fs::path dir = acc::testing::shared_temp_directory("strict");
   {
     acc::Accelerator accelerator;
@@ -173,11 +183,11 @@ TEST(AcceleratorCheckpoint, StrictLoadListsEveryMismatchedKey) {
   const auto loaded = accelerator.load_state(dir / "ckpt", /*strict=*/false);
   ASSERT_EQ(loaded.key_problems.count("pytorch_model"), 1U);
   EXPECT_NE(loaded.key_problems.at("pytorch_model").find("extra"), std::string::npos);
-  EXPECT_TRUE(torch::equal(net->fc1->weight, Net(1).fc1->weight));
+  EXPECT_TRUE(torch::equal(net->fc1->weight.cpu(), Net(1).fc1->weight));
   acc::testing::remove_shared_directory(dir);
 }
 
-TEST(AcceleratorCheckpoint, LoadCheckpointInModelReadsTheModelOfAnHdf5Checkpoint) {
+TEST_F(AcceleratorCheckpoint, LoadCheckpointInModelReadsTheModelOfAnHdf5Checkpoint) {
   const fs::path dir = acc::testing::shared_temp_directory("in_model");
   {
     acc::Accelerator accelerator;
@@ -195,7 +205,7 @@ TEST(AcceleratorCheckpoint, LoadCheckpointInModelReadsTheModelOfAnHdf5Checkpoint
   acc::testing::remove_shared_directory(dir);
 }
 
-TEST(AcceleratorCheckpoint, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
+TEST_F(AcceleratorCheckpoint, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
   const fs::path project = acc::testing::shared_temp_directory("each_node");
   // Every rank its own (emulated) node, so each writes and reads its own file.
   auto one_rank_per_node = acc::patch_environment({{"ACCELERATE_EMULATED_RANKS_PER_NODE", "1"}});
@@ -216,7 +226,7 @@ TEST(AcceleratorCheckpoint, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
   auto net = std::make_shared<Net>(9);
   auto model = accelerator.prepare(net);
   EXPECT_EQ(accelerator.load_state().directory, saved);
-  EXPECT_TRUE(torch::equal(net->fc1->weight, Net(8).fc1->weight));
+  EXPECT_TRUE(torch::equal(net->fc1->weight.cpu(), Net(8).fc1->weight));
   // The exported-model loader reads such a directory too (any node's file holds the model).
   Net other(10);
   std::map<std::string, torch::Tensor> destinations;
@@ -226,7 +236,7 @@ TEST(AcceleratorCheckpoint, SaveOnEachNodeWritesAndReadsOneFilePerNode) {
   acc::testing::remove_shared_directory(project);
 }
 
-TEST(AcceleratorCheckpoint, MissingCheckpointAndUnsupportedOptimizerAreClearErrors) {
+TEST_F(AcceleratorCheckpoint, MissingCheckpointAndUnsupportedOptimizerAreClearErrors) {
   const fs::path project = acc::testing::shared_temp_directory("missing");
   acc::Accelerator accelerator(
       {.project_config = {.project_dir = project.string(), .automatic_checkpoint_naming = true}});
@@ -246,7 +256,7 @@ TEST(AcceleratorCheckpoint, MissingCheckpointAndUnsupportedOptimizerAreClearErro
 // file system without an atomic exchange) leaves the old checkpoint aside and
 // the new one complete under a hidden name, nothing under `dir`:
 // load_state(dir) puts the new one back under its name and loads it.
-TEST(AcceleratorCheckpoint, LoadStateRecoversAnOverwriteInterruptedBetweenItsRenames) {
+TEST_F(AcceleratorCheckpoint, LoadStateRecoversAnOverwriteInterruptedBetweenItsRenames) {
   const fs::path project = acc::testing::shared_temp_directory("recover_on_load");
   acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}});
   auto net = std::make_shared<Net>(1);
@@ -272,7 +282,7 @@ TEST(AcceleratorCheckpoint, LoadStateRecoversAnOverwriteInterruptedBetweenItsRen
   EXPECT_EQ(loaded.directory, project / "ck");
   const auto parameters = net->parameters();
   ASSERT_EQ(parameters.size(), newer.size());
-  for (std::size_t i = 0; i < newer.size(); ++i) EXPECT_TRUE(torch::equal(parameters[i], newer[i])) << i;
+  for (std::size_t i = 0; i < newer.size(); ++i) EXPECT_TRUE(torch::equal(parameters[i].cpu(), newer[i].cpu())) << i;
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_FALSE(fs::exists(project / ".ck.tmp-bbbb"));
   acc::testing::remove_shared_directory(project);
@@ -280,7 +290,7 @@ TEST(AcceleratorCheckpoint, LoadStateRecoversAnOverwriteInterruptedBetweenItsRen
 
 // The Accelerate idiom `if is_main_process: save_state()` is wrong here (the
 // save is parallel): it must end in a TimeoutError that says so, not a hang.
-TEST(AcceleratorCheckpoint, SaveStateOnTheMainProcessOnlyIsATimeoutNotAHang) {
+TEST_F(AcceleratorCheckpoint, SaveStateOnTheMainProcessOnlyIsATimeoutNotAHang) {
   if (world_size() < 2) GTEST_SKIP() << "needs a second rank";
   const fs::path project = acc::testing::shared_temp_directory("main_only");
   acc::Accelerator accelerator({.project_config = {.project_dir = project.string(), .automatic_checkpoint_naming = true},
@@ -315,7 +325,7 @@ int64_t samples_in_one_pass(acc::Accelerator& accelerator, acc::DataLoader& load
   return count;
 }
 
-TEST(AcceleratorCheckpoint, LoaderSavedAfterAFinishedPassStartsTheNextEpochWhole) {
+TEST_F(AcceleratorCheckpoint, LoaderSavedAfterAFinishedPassStartsTheNextEpochWhole) {
   const fs::path dir = acc::testing::shared_temp_directory("finished_pass");
   {
     acc::Accelerator accelerator;

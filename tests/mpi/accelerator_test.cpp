@@ -18,6 +18,7 @@
 #include "accelerate/amp/grad_scaler.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
@@ -29,6 +30,15 @@ namespace {
 namespace acc = accelerate;
 using acc::testing::world_rank;
 using acc::testing::world_size;
+
+// The suite's fixture: with a GPU visible these tests train on it, which
+// needs a GPU per rank (common/gpu_skip.hpp).
+class Accelerator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (acc::testing::ranks_share_a_gpu()) GTEST_SKIP() << acc::testing::kRanksShareAGpu;
+  }
+};
 
 constexpr int64_t kFeatures = 6;
 
@@ -97,7 +107,7 @@ std::vector<torch::Tensor> reference_training(const RegressionDataset& data, int
   return snapshot(*net);
 }
 
-TEST(Accelerator, PreparedLoopMatchesOneProcessOnTheGlobalBatch) {
+TEST_F(Accelerator, PreparedLoopMatchesOneProcessOnTheGlobalBatch) {
   const int64_t per_rank = 4;
   const int64_t steps = 5;
   RegressionDataset data(per_rank * world_size() * steps);
@@ -120,7 +130,7 @@ TEST(Accelerator, PreparedLoopMatchesOneProcessOnTheGlobalBatch) {
   EXPECT_EQ(acc::Accelerator::unwrap_model(*model).get(), net.ptr().get());
 }
 
-TEST(Accelerator, AccumulationOfKMicroBatchesEqualsOneStepOfKTimesTheBatch) {
+TEST_F(Accelerator, AccumulationOfKMicroBatchesEqualsOneStepOfKTimesTheBatch) {
   const int64_t micro = 2;
   const int k = 3;
   const int64_t steps = 2;
@@ -149,7 +159,7 @@ TEST(Accelerator, AccumulationOfKMicroBatchesEqualsOneStepOfKTimesTheBatch) {
   expect_close(snapshot(*net), reference_training(data, micro * k * world_size(), steps, 0.05));
 }
 
-TEST(Accelerator, NoAllReduceOnNonSynchronisingMicroSteps) {
+TEST_F(Accelerator, NoAllReduceOnNonSynchronisingMicroSteps) {
   RegressionDataset data(8 * world_size());
   acc::Accelerator accelerator({.gradient_accumulation_steps = 4});
   Net net = make_net();
@@ -175,7 +185,7 @@ TEST(Accelerator, NoAllReduceOnNonSynchronisingMicroSteps) {
   EXPECT_EQ(step, 8);
 }
 
-TEST(Accelerator, SyncsAtTheEndOfTheLoaderWhenThePassIsNotAMultipleOfK) {
+TEST_F(Accelerator, SyncsAtTheEndOfTheLoaderWhenThePassIsNotAMultipleOfK) {
   RegressionDataset data(5 * world_size());
   acc::Accelerator accelerator({.gradient_accumulation_steps = 2});
   Net net = make_net();
@@ -193,7 +203,7 @@ TEST(Accelerator, SyncsAtTheEndOfTheLoaderWhenThePassIsNotAMultipleOfK) {
   EXPECT_EQ(accelerator.step(), 3);
 }
 
-TEST(Accelerator, SchedulerStepsOnlyOnRealOptimizerSteps) {
+TEST_F(Accelerator, SchedulerStepsOnlyOnRealOptimizerSteps) {
   RegressionDataset data(8 * world_size());
   acc::Accelerator accelerator({.gradient_accumulation_steps = 2});
   Net net = make_net();
@@ -213,7 +223,7 @@ TEST(Accelerator, SchedulerStepsOnlyOnRealOptimizerSteps) {
   EXPECT_DOUBLE_EQ(sgd.param_groups()[0].options().get_lr(), 1.0 / 8);
 }
 
-TEST(Accelerator, SchedulerCanStepOncePerProcessAsAccelerateDoes) {
+TEST_F(Accelerator, SchedulerCanStepOncePerProcessAsAccelerateDoes) {
   RegressionDataset data(2 * world_size());
   acc::Accelerator accelerator({.step_scheduler_per_process = true});
   Net net = make_net();
@@ -230,7 +240,7 @@ TEST(Accelerator, SchedulerCanStepOncePerProcessAsAccelerateDoes) {
   EXPECT_EQ(scheduler->step_count(), 2 * world_size());
 }
 
-TEST(Accelerator, ScaledStepWithAnInfIsSkippedAndBacksOffTheScale) {
+TEST_F(Accelerator, ScaledStepWithAnInfIsSkippedAndBacksOffTheScale) {
   // The fp16 path of AcceleratedOptimizer/Scheduler, driven on CPU fp32
   // gradients (fp16 autocast itself needs CUDA).
   Net net = make_net();
@@ -261,8 +271,8 @@ TEST(Accelerator, ScaledStepWithAnInfIsSkippedAndBacksOffTheScale) {
   EXPECT_EQ(scheduler.step_count(), 2);
 }
 
-TEST(Accelerator, Bf16AutocastRunsOnTheCpu) {
-  acc::Accelerator accelerator({.mixed_precision = "bf16"});
+TEST_F(Accelerator, Bf16AutocastRunsOnTheCpu) {
+  acc::Accelerator accelerator({.cpu = true, .mixed_precision = "bf16"});
   EXPECT_EQ(accelerator.mixed_precision(), acc::MixedPrecision::BF16);
   Net net = make_net();
   auto model = accelerator.prepare(net);
@@ -276,13 +286,13 @@ TEST(Accelerator, Bf16AutocastRunsOnTheCpu) {
   EXPECT_EQ(net->fc1->weight.scalar_type(), torch::kFloat);  // fp32 master weights
 }
 
-TEST(Accelerator, Fp16OnTheCpuIsRefusedWithAReason) {
+TEST_F(Accelerator, Fp16OnTheCpuIsRefusedWithAReason) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible: fp16 is valid here";
   const auto message = acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a({.mixed_precision = "fp16"}); });
   EXPECT_NE(message.find("bf16"), std::string::npos) << message;
 }
 
-TEST(Accelerator, AccumulationStepsAndPluginTogetherAreAnError) {
+TEST_F(Accelerator, AccumulationStepsAndPluginTogetherAreAnError) {
   const auto message = acc::testing::error_of<acc::ConfigError>([] {
     acc::Accelerator a({.gradient_accumulation_steps = 2, .gradient_accumulation_plugin = acc::GradientAccumulationPlugin{}});
   });
@@ -302,7 +312,7 @@ struct BranchNet : torch::nn::Module {
   torch::nn::Linear trunk{nullptr}, side{nullptr}, head{nullptr};
 };
 
-TEST(Accelerator, FindUnusedParametersWithASkippedBranch) {
+TEST_F(Accelerator, FindUnusedParametersWithASkippedBranch) {
   acc::Accelerator accelerator({.ddp_kwargs = {.find_unused_parameters = true}});
   torch::manual_seed(3);
   auto net = std::make_shared<BranchNet>();
@@ -332,7 +342,7 @@ class IndexDataset : public torch::data::datasets::Dataset<IndexDataset> {
   int64_t n_;
 };
 
-TEST(Accelerator, GatherForMetricsOverAnUnevenDatasetSeesEverySampleOnce) {
+TEST_F(Accelerator, GatherForMetricsOverAnUnevenDatasetSeesEverySampleOnce) {
   for (int64_t n : {10, 11, 7, 16}) {
     acc::Accelerator accelerator;
     auto loader = accelerator.prepare(acc::data_loader(IndexDataset(n), {.batch_size = 2}));
@@ -354,7 +364,7 @@ TEST(Accelerator, GatherForMetricsOverAnUnevenDatasetSeesEverySampleOnce) {
   }
 }
 
-TEST(Accelerator, TriggerRaisedOnOneRankIsSeenByAll) {
+TEST_F(Accelerator, TriggerRaisedOnOneRankIsSeenByAll) {
   acc::Accelerator accelerator;
   EXPECT_FALSE(accelerator.check_trigger());
   if (world_rank() == world_size() - 1) accelerator.set_trigger();
@@ -362,7 +372,7 @@ TEST(Accelerator, TriggerRaisedOnOneRankIsSeenByAll) {
   EXPECT_FALSE(accelerator.check_trigger());  // reset after being seen
 }
 
-TEST(Accelerator, FindExecutableBatchSizeAgreesAcrossRanks) {
+TEST_F(Accelerator, FindExecutableBatchSizeAgreesAcrossRanks) {
   acc::Accelerator accelerator;
   std::vector<int64_t> tried;
   const int64_t chosen = accelerator.find_executable_batch_size(128, [&](int64_t batch_size) {
@@ -382,7 +392,7 @@ TEST(Accelerator, FindExecutableBatchSizeAgreesAcrossRanks) {
 // Every key of the configuration file reaches the run: the State's settings
 // that only the environment and the file give (log_level, mpi_thread_level,
 // emulated_ranks_per_node) and the timeout, unless the environment says otherwise.
-TEST(Accelerator, TheConfigurationFileIsHonouredForEverySetting) {
+TEST_F(Accelerator, TheConfigurationFileIsHonouredForEverySetting) {
   const auto dir = acc::testing::shared_temp_directory("accelerator_config");
   const auto path = dir / "config.yaml";
   if (world_rank() == 0) {
