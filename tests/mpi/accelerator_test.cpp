@@ -318,7 +318,7 @@ TEST_F(Accelerator, FindUnusedParametersWithASkippedBranch) {
   auto net = std::make_shared<BranchNet>();
   torch::optim::SGD sgd(net->parameters(), 0.1);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
-  const auto x = torch::ones({2, kFeatures}) * (world_rank() + 1);
+  const auto x = (torch::ones({2, kFeatures}) * (world_rank() + 1)).to(torch::Device(accelerator.device()));
   // Rank 0 uses the side branch, the others the head: each rank's unused
   // branch contributes zeros, and every rank ends with the same average.
   accelerator.backward(model->forward<BranchNet>(x, world_rank() == 0).sum());
