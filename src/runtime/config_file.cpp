@@ -14,8 +14,11 @@
 #include <sstream>
 #include <system_error>
 
-#include "accelerate/runtime/mixed_precision.hpp"
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
+
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/environment.hpp"
 
@@ -59,18 +62,18 @@ struct Position {
   throw ConfigError(message);
 }
 
-// A YAML scalar from the right of "key:". `null` marks an empty value, `~` or null.
+// A top-level value as the typed readers below see it. yaml-cpp has parsed
+// the YAML (quotes, escapes, comments, block scalars); `quoted` keeps what
+// YAML's tags say, so that 'true' stays a string where a boolean is wanted.
 struct Scalar {
   std::string text;
   bool quoted = false;
-  bool null = false;
 };
 
-bool is_blank(char c) { return c == ' ' || c == '\t'; }
-
 std::string_view trim(std::string_view text) {
-  while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_blank(text.back())) text.remove_suffix(1);
+  const auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  while (!text.empty() && blank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && blank(text.back())) text.remove_suffix(1);
   return text;
 }
 
@@ -79,78 +82,6 @@ std::string lower(std::string_view text) {
   std::transform(result.begin(), result.end(), result.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return result;
-}
-
-// After a closing quote only blanks and a comment may follow.
-void expect_line_end(std::string_view rest, const Position& at, std::string_view key) {
-  rest = trim(rest);
-  if (!rest.empty() && rest.front() != '#') {
-    fail_at(at, key, "unexpected text '" + std::string(rest) +
-                         "' after the closing quote. Put a comment after ' #', or quote the whole value.");
-  }
-}
-
-Scalar parse_single_quoted(std::string_view body, const Position& at, std::string_view key) {
-  Scalar scalar;
-  scalar.quoted = true;
-  for (std::size_t i = 1; i < body.size(); ++i) {
-    if (body[i] != '\'') {
-      scalar.text += body[i];
-    } else if (i + 1 < body.size() && body[i + 1] == '\'') {
-      scalar.text += '\'';  // '' is an escaped quote in single-quoted YAML
-      ++i;
-    } else {
-      expect_line_end(body.substr(i + 1), at, key);
-      return scalar;
-    }
-  }
-  fail_at(at, key, "the single-quoted value has no closing quote. Values must fit on one line.");
-}
-
-Scalar parse_double_quoted(std::string_view body, const Position& at, std::string_view key) {
-  Scalar scalar;
-  scalar.quoted = true;
-  for (std::size_t i = 1; i < body.size(); ++i) {
-    const char c = body[i];
-    if (c == '"') {
-      expect_line_end(body.substr(i + 1), at, key);
-      return scalar;
-    }
-    if (c != '\\') {
-      scalar.text += c;
-      continue;
-    }
-    if (++i == body.size()) break;
-    switch (body[i]) {
-      case '\\': scalar.text += '\\'; break;
-      case '"': scalar.text += '"'; break;
-      case '/': scalar.text += '/'; break;
-      case 'n': scalar.text += '\n'; break;
-      case 't': scalar.text += '\t'; break;
-      default:
-        fail_at(at, key, std::string("unsupported escape '\\") + body[i] +
-                             "' in a double-quoted value; this file accepts \\\\, \\\", \\/, \\n and \\t "
-                             "(or use single quotes).");
-    }
-  }
-  fail_at(at, key, "the double-quoted value has no closing quote. Values must fit on one line.");
-}
-
-Scalar parse_scalar(std::string_view body, const Position& at, std::string_view key) {
-  body = trim(body);
-  if (!body.empty() && body.front() == '\'') return parse_single_quoted(body, at, key);
-  if (!body.empty() && body.front() == '"') return parse_double_quoted(body, at, key);
-  // A plain value ends at a comment: '#' at the start or after a blank.
-  for (std::size_t i = 0; i < body.size(); ++i) {
-    if (body[i] == '#' && (i == 0 || is_blank(body[i - 1]))) {
-      body = trim(body.substr(0, i));
-      break;
-    }
-  }
-  Scalar scalar;
-  scalar.text = std::string(body);
-  scalar.null = body.empty() || body == "~" || lower(body) == "null";
-  return scalar;
 }
 
 // --- typed values; each failure names the value and what is accepted.
@@ -246,8 +177,60 @@ bool assign(ConfigFile& config, std::string_view key, const Scalar& value, const
   return true;
 }
 
-bool is_key_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+// A top-level key of this file: what `accelerate config` (ours and Python
+// Accelerate's) writes. Anything else is most likely a typo such as
+// "use_cpu:true" (no blank), which YAML would read as a key of its own.
+bool is_key(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// yaml-cpp counts lines from 0; people and editors from 1.
+int line_of(const YAML::Node& node) { return node.Mark().is_null() ? 0 : node.Mark().line + 1; }
+
+// Records where each document starts; the nodes themselves come from YAML::Load.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// One document, read to its end. Not YAML::LoadAll: on some malformed text
+// (a ',' before the first node) yaml-cpp 0.7 reports document after document
+// without moving on, so LoadAll never returns. Two steps of the parser tell
+// a second document from text it cannot get past.
+void expect_one_document(const std::string& yaml, const fs::path& source) {
+  std::istringstream stream(yaml);
+  YAML::Parser parser(stream);
+  DocumentStarts documents;
+  if (!parser.HandleNextDocument(documents) || !parser.HandleNextDocument(documents)) return;
+  if (documents.starts.size() < 2) return;
+  const YAML::Mark& second = documents.starts[1];
+  if (second.pos == documents.starts[0].pos) {
+    fail_at({source, second.line + 1}, "",
+            "this is not valid YAML (the parser cannot read past this point). Check for a stray ',', '[' or "
+            "'{' at the start of the file.");
+  }
+  fail_at({source, second.line + 1}, "",
+          "a second YAML document starts here ('---'). A configuration file holds one document.");
+}
+
+[[noreturn]] void fail_yaml(const fs::path& source, const YAML::Exception& error) {
+  const std::string problem = "this is not valid YAML (" + error.msg +
+                              "). Check the quotes, colons and indentation on this line and the one before.";
+  if (error.mark.is_null()) {
+    throw ConfigError(detail::where() + " config file '" + source.string() + "': " + problem);
+  }
+  fail_at({source, error.mark.line + 1}, "", problem);
 }
 
 // ---------------------------------------------------------------- writing
@@ -325,56 +308,58 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
   config.source = source;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte-order mark
 
+  const std::string yaml(text);
+  YAML::Node top;
+  try {
+    expect_one_document(yaml, source);
+    top = YAML::Load(yaml);
+  } catch (const YAML::Exception& error) {
+    fail_yaml(source, error);
+  }
+  if (top.IsNull()) return config;  // empty, or comments only
+  if (!top.IsMap()) {
+    fail_at({source, line_of(top)}, "",
+            std::string("the file holds ") + (top.IsSequence() ? "a list" : "the plain value '" + top.Scalar() + "'") +
+                " where 'key: value' lines belong. Write one 'key: value' per line at the start of the line "
+                "(a blank after the colon).");
+  }
+
   std::map<std::string, int, std::less<>> seen;  // key -> line: duplicates are errors
-  bool in_unknown_block = false;  // indented lines after an unknown key belong to it
-  bool any_key = false;
-  int line_number = 0;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('\n', start), text.size());
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const Position at{source, line_number};
-
-    const std::string_view content = trim(line);
-    if (content.empty() || content.front() == '#') continue;
-    if (line == "---" && !any_key) continue;  // document start marker
-    if (is_blank(line.front()) || line.front() == '-') {
-      // Nested mappings and lists (Python Accelerate's fsdp_config, tpu_env, …)
-      // are skipped as part of the unknown key that opens them.
-      if (in_unknown_block) continue;
-      fail_at(at, "", "unexpected indented line or list item '" + std::string(content) +
-                          "'. This file is flat: write 'key: value' at the start of the line (nested values are "
-                          "accepted only under keys this library ignores).");
+  try {
+    for (const auto& item : top) {
+      const YAML::Node& key_node = item.first;
+      const YAML::Node& value_node = item.second;
+      const Position key_at{source, line_of(key_node)};
+      if (!key_node.IsScalar() || !is_key(key_node.Scalar())) {
+        fail_at(key_at, "",
+                "'" + (key_node.IsScalar() ? key_node.Scalar() : std::string("a list or mapping")) +
+                    "' is not a key. Keys are letters, digits, '_', '-' or '.', followed by ':' and a blank "
+                    "('use_cpu: true', not 'use_cpu:true').");
+      }
+      const std::string& key = key_node.Scalar();
+      if (const auto [previous, inserted] = seen.emplace(key, key_at.line); !inserted) {
+        fail_at(key_at, key, "the key was already set on line " + std::to_string(previous->second) +
+                                 ". Keep one of the two lines.");
+      }
+      if (!is_known_key(key)) {
+        // Python Accelerate's keys (distributed_type, fsdp_config, ...), nested
+        // values included: kept for the Accelerator's warning, not checked.
+        config.unknown_keys.push_back(key);
+        continue;
+      }
+      if (value_node.IsNull()) {
+        fail_at(key_at, key, "the key has no value. Write a value after the colon, or remove the line.");
+      }
+      const Position value_at{source, line_of(value_node)};
+      if (!value_node.IsScalar()) {
+        fail_at(value_at, key, std::string("the value is a ") + (value_node.IsSequence() ? "list" : "mapping") +
+                                   "; this key takes one plain value.");
+      }
+      // YAML tags a plain scalar "?" and a quoted one "!" (or an explicit !!tag).
+      assign(config, key, Scalar{value_node.Scalar(), value_node.Tag() != "?"}, value_at);
     }
-
-    std::size_t colon = 0;
-    while (colon < line.size() && is_key_char(line[colon])) ++colon;
-    if (colon == 0 || colon == line.size() || line[colon] != ':' ||
-        (colon + 1 < line.size() && !is_blank(line[colon + 1]))) {
-      fail_at(at, "", "'" + std::string(content) +
-                          "' is not a 'key: value' line. Keys are letters, digits, '_', '-' or '.', followed by "
-                          "':' and a blank.");
-    }
-    const std::string key(line.substr(0, colon));
-    if (const auto [previous, inserted] = seen.emplace(key, line_number); !inserted) {
-      fail_at(at, key, "the key was already set on line " + std::to_string(previous->second) +
-                           ". Keep one of the two lines.");
-    }
-    any_key = true;
-
-    in_unknown_block = !is_known_key(key);
-    if (in_unknown_block) {
-      config.unknown_keys.push_back(key);
-      continue;  // its value is not needed, so it is not checked either
-    }
-    const Scalar value = parse_scalar(line.substr(colon + 1), at, key);
-    if (value.null && !value.quoted) {
-      fail_at(at, key, "the key has no value. Write a value on the same line, or remove the line.");
-    }
-    assign(config, key, value, at);
+  } catch (const YAML::Exception& error) {
+    fail_yaml(source, error);
   }
   return config;
 }

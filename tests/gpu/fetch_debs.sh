@@ -41,6 +41,7 @@ roots=(
   libgtest-dev                                               # GTest::gtest for the test executables
   nlohmann-json3-dev libcli11-dev                            # header-only: JSON, the CLI's command line
   libisal-dev libisal2                                       # ACCELERATE_WITH_ISAL: the checkpoints' CRC-32C
+  libyaml-cpp-dev libyaml-cpp0.7                             # the configuration file's YAML
 )
 
 # Packages a CUDA image (Ubuntu- or Debian-based, with apt, Python and a C++

@@ -41,6 +41,7 @@ class AccelerateHpc(CMakePackage):
     depends_on("mpi")
     depends_on("nlohmann-json@3.10:", type="build")
     depends_on("cli11@2.1:", type="build")
+    depends_on("yaml-cpp@0.6:")
     # LibTorch comes with PyTorch: its CMake package sits in site-packages.
     depends_on("py-torch~cuda", when="~cuda")
     depends_on("py-torch+cuda", when="+cuda")
