@@ -139,7 +139,15 @@ int run(const TrainOptions& options) {
                                         .total_limit = options.total_limit};
   const std::uint64_t seed = options.seed.value_or(accelerate::seed_from_job(42));
   accelerator_options.dataloader_config.data_seed = seed;
+  // Metrics to <project_dir>/train/metrics.csv and metrics.jsonl (docs/tracking.md).
+  accelerator_options.log_with = {accelerate::tracking::LoggerType::All};
   accelerate::Accelerator accelerator(accelerator_options);
+  accelerator.init_trackers("train", {{"lr", options.lr},
+                                      {"batch_size", options.batch_size},
+                                      {"epochs", options.epochs},
+                                      {"gradient_accumulation_steps", accelerator.gradient_accumulation_steps()},
+                                      {"mixed_precision", std::string(accelerate::to_string(accelerator.mixed_precision()))},
+                                      {"seed", static_cast<std::int64_t>(seed)}});
   accelerate::PreemptionWatcher preemption(accelerate::EnvConfig::from_environment().preemption_signals.value_or(
       accelerate::PreemptionWatcher::default_signals()));
 
@@ -186,7 +194,9 @@ int run(const TrainOptions& options) {
       if (!accelerator.sync_gradients()) continue;
 
       const int64_t step = accelerator.step();
-      progress.update(epoch, micro_step, step, loss.item<double>());
+      const double loss_value = loss.item<double>();
+      progress.update(epoch, micro_step, step, loss_value);
+      accelerator.log({{"train_loss", loss_value}, {"lr", sgd.param_groups().front().options().get_lr()}}, step);
       if (preemption.requested()) accelerator.set_trigger();
       if (accelerator.check_trigger()) {
         const auto saved = accelerator.save_state();
@@ -209,6 +219,8 @@ int run(const TrainOptions& options) {
     }
     progress.end_epoch();
     const Metrics metrics = evaluate(accelerator, net, *eval_loader);
+    accelerator.log({{"eval_loss", metrics.loss}, {"eval_accuracy", metrics.accuracy}, {"epoch", epoch}},
+                    accelerator.step());
     accelerator.print("train: epoch " + std::to_string(epoch) + " eval loss " + fixed(metrics.loss) + " accuracy " +
                       fixed(metrics.accuracy));
   }

@@ -73,7 +73,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
       settings_(settings_from(options_)),
       state_(std::make_unique<State>(state_options(settings_))),
       gradient_state_(settings_.accumulation),
-      project_(options_.project_config) {
+      project_(options_.project_config),
+      trackers_(options_.log_with, state_->is_main_process()) {
   check_init_kwargs(options_.init_kwargs, *state_);
   check_mixed_precision_supported(settings_.mixed_precision, state_->device());
   project_.validate();
@@ -88,6 +89,30 @@ Accelerator::Accelerator(AcceleratorOptions options)
     for (const std::string& key : settings_.ignored_config_keys) keys += (keys.empty() ? "" : ", ") + key;
     Logger(*state_, "accelerate").warning("the configuration file has keys this library does not use: " + keys);
   }
+}
+
+void Accelerator::init_trackers(const std::string& project_name, const tracking::LogValues& config) {
+  const std::filesystem::path logging_dir(project_.logging_dir.empty() ? project_.project_dir : project_.logging_dir);
+  std::string failure;
+  try {
+    trackers_.init(project_name, logging_dir, config);
+  } catch (const std::exception& error) {
+    failure = error.what();
+  }
+  // Only the main process makes the built-in trackers' files: every process
+  // learns whether every tracker started, so none runs on alone.
+  const std::vector<c10::IValue> outcomes = gather_object(*world_, c10::IValue(failure));
+  for (const c10::IValue& outcome : outcomes) {
+    if (!outcome.toStringRef().empty()) {
+      if (failure.empty()) failure = "another process failed: " + outcome.toStringRef();
+      throw ConfigError(failure);
+    }
+  }
+}
+
+void Accelerator::end_training() {
+  trackers_.finish();
+  wait_for_everyone();
 }
 
 Accelerator::~Accelerator() {

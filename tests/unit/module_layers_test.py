@@ -20,6 +20,7 @@ LAYERS = [
     {"data"},
     {"amp"},
     {"checkpoint"},
+    {"tracking"},
     {"training"},
     {"interop"},
     {"cli"},

@@ -45,6 +45,7 @@
 #include "accelerate/data/prepare_data_loader.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/tracking/tracker_set.hpp"
 #include "accelerate/training/accelerated_optimizer.hpp"
 #include "accelerate/training/accelerated_scheduler.hpp"
 #include "accelerate/training/accelerator_options.hpp"
@@ -302,8 +303,24 @@ class Accelerator {
   /// Kokkos views before Kokkos is finalised); the accelerator can prepare
   /// new ones.
   void free_memory();
-  /// Waits for every process (seeds: end_training also finishes trackers).
-  void end_training() { wait_for_everyone(); }
+  /// Finishes the trackers (closing their files), then waits for every
+  /// process (seeds: end_training).
+  void end_training();
+
+  // --- trackers (seeds: init_trackers, log, get_tracker; docs/tracking.md) -------
+  /// Starts the trackers of AcceleratorOptions::log_with for the run
+  /// `project_name` and hands them `config` (the hyper-parameters). Call it
+  /// on every process: a tracker that cannot start is a ConfigError on all
+  /// of them. Built-in trackers write under <logging_dir>/<project_name>/.
+  void init_trackers(const std::string& project_name, const tracking::LogValues& config = {});
+  /// Logs `values` to every tracker that runs on this process (the main
+  /// process, unless a tracker runs everywhere). Not collective.
+  void log(const tracking::LogValues& values, std::optional<std::int64_t> step = std::nullopt) {
+    trackers_.log(values, step);
+  }
+  /// The tracker called `name` ("csv", "jsonl", or your tracker's name()).
+  /// Where it does not run, a stand-in that ignores every call.
+  [[nodiscard]] tracking::GeneralTracker& get_tracker(std::string_view name) { return trackers_.get(name); }
 
  private:
   std::shared_ptr<DistributedModel> prepare_model(std::shared_ptr<torch::nn::Module> module);
@@ -318,6 +335,7 @@ class Accelerator {
   GradientState gradient_state_;
   std::unique_ptr<GradScaler> scaler_;
   checkpoint::ProjectConfiguration project_;
+  tracking::TrackerSet trackers_;
   std::vector<std::shared_ptr<DistributedModel>> models_;
   std::vector<std::shared_ptr<AcceleratedOptimizer>> optimizers_;
   std::vector<std::shared_ptr<AcceleratedScheduler>> schedulers_;

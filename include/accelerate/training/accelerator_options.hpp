@@ -25,6 +25,7 @@
 #include "accelerate/runtime/log_level.hpp"
 #include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/tracking/tracker.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 #include "accelerate/training/gradient_state.hpp"
 
@@ -93,6 +94,10 @@ struct AcceleratorOptions {
   /// Bind each rank to its NUMA domain at construction. Unset:
   /// ACCELERATE_CPU_AFFINITY, the config file, else false.
   std::optional<bool> numa_affinity;
+  /// Experiment trackers (seeds: log_with): built-in ones by type or name
+  /// ("all", "csv", "jsonl") and trackers of your own. They start with
+  /// init_trackers(); files go to project_config's logging directory.
+  std::vector<tracking::TrackerChoice> log_with;
 };
 
 /// The settings an Accelerator runs with, after the precedence

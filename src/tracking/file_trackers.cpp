@@ -1,0 +1,185 @@
+#include "accelerate/tracking/file_trackers.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate::tracking {
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& tracker, const std::string& what, const fs::path& path, int error) {
+  throw ConfigError(detail::where() + " " + tracker + " tracker: cannot " + what + " '" + path.string() +
+                    "': " + std::strerror(error) +
+                    ". Check the logging directory (ProjectConfiguration::logging_dir or project_dir) and its "
+                    "permissions and free space.");
+}
+
+fs::path make_directory(const std::string& tracker, const fs::path& logging_dir, const std::string& project_name) {
+  if (logging_dir.empty()) {
+    throw ConfigError(detail::where() + " " + tracker +
+                      " tracker: no logging directory. Set project_config.project_dir (or logging_dir) in "
+                      "AcceleratorOptions.");
+  }
+  if (project_name.empty() || project_name.find('/') != std::string::npos || project_name == "." ||
+      project_name == "..") {
+    throw ConfigError(detail::where() + " " + tracker + " tracker: the project name '" + project_name +
+                      "' is not a directory name. Give init_trackers a name without '/'.");
+  }
+  const fs::path directory = logging_dir / project_name;
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) fail(tracker, "create the directory", directory, error.value());
+  return directory;
+}
+
+void write(const std::string& tracker, std::FILE* file, const fs::path& path, const std::string& text) {
+  if (file == nullptr) {
+    throw ConfigError(detail::where() + " " + tracker + " tracker: log after finish(); '" + path.string() +
+                      "' is closed. Log before end_training().");
+  }
+  // Flushed at once: a run that dies keeps every value it logged.
+  if (std::fputs(text.c_str(), file) < 0 || std::fflush(file) != 0) fail(tracker, "write", path, errno);
+}
+
+// Opens `path` for appending; a file that is new or empty gets `header`.
+std::FILE* open_for_appending(const std::string& tracker, const fs::path& path, const std::string& header) {
+  std::error_code missing;
+  const bool fresh = fs::file_size(path, missing) == 0 || missing;
+  std::FILE* file = std::fopen(path.c_str(), "ae");
+  if (file == nullptr) fail(tracker, "open", path, errno);
+  if (fresh && !header.empty()) write(tracker, file, path, header);
+  return file;
+}
+
+void replace_file(const std::string& tracker, const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) fail(tracker, "write", path, errno);
+}
+
+double wall_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Shortest text that reads back as the same double (17 significant digits at most).
+std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[32];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+// RFC 4180: a field with a comma, a quote or a line break is quoted, quotes doubled.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string csv_value(const LogValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          return number_text(v);
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          return std::to_string(v);
+        } else {
+          return csv_field(v);
+        }
+      },
+      value.get());
+}
+
+nlohmann::json json_value(const LogValue& value) {
+  return std::visit(
+      [](const auto& v) -> nlohmann::json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (std::isnan(v)) return "NaN";
+          if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+        }
+        return v;
+      },
+      value.get());
+}
+
+nlohmann::json json_object(const LogValues& values) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [name, value] : values) object[name] = json_value(value);
+  return object;
+}
+
+std::string dump(const nlohmann::json& json) {
+  // Names and text are the caller's: replace invalid UTF-8 instead of throwing mid-run.
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void close(std::FILE*& file) {
+  if (file != nullptr) std::fclose(file);
+  file = nullptr;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- CSV
+
+CsvTracker::CsvTracker(const fs::path& logging_dir, const std::string& project_name)
+    : directory_(make_directory("csv", logging_dir, project_name)) {
+  metrics_ = open_for_appending("csv", directory_ / "metrics.csv", "wall_time,step,name,value\n");
+}
+
+CsvTracker::~CsvTracker() { close(metrics_); }
+
+void CsvTracker::store_init_configuration(const LogValues& config) {
+  std::string text = "name,value\n";
+  for (const auto& [name, value] : config) text += csv_field(name) + "," + csv_value(value) + "\n";
+  replace_file("csv", directory_ / "config.csv", text);
+}
+
+void CsvTracker::log(const LogValues& values, std::optional<std::int64_t> step) {
+  const std::string prefix = number_text(wall_time()) + "," + (step ? std::to_string(*step) : std::string()) + ",";
+  std::string rows;
+  for (const auto& [name, value] : values) rows += prefix + csv_field(name) + "," + csv_value(value) + "\n";
+  write("csv", metrics_, directory_ / "metrics.csv", rows);
+}
+
+void CsvTracker::finish() { close(metrics_); }
+
+// ---------------------------------------------------------------- JSON lines
+
+JsonLinesTracker::JsonLinesTracker(const fs::path& logging_dir, const std::string& project_name)
+    : directory_(make_directory("jsonl", logging_dir, project_name)) {
+  metrics_ = open_for_appending("jsonl", directory_ / "metrics.jsonl", "");
+}
+
+JsonLinesTracker::~JsonLinesTracker() { close(metrics_); }
+
+void JsonLinesTracker::store_init_configuration(const LogValues& config) {
+  replace_file("jsonl", directory_ / "config.json", dump(json_object(config)) + "\n");
+}
+
+void JsonLinesTracker::log(const LogValues& values, std::optional<std::int64_t> step) {
+  nlohmann::json line = {{"wall_time", wall_time()}};
+  line["step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
+  line["values"] = json_object(values);
+  write("jsonl", metrics_, directory_ / "metrics.jsonl", dump(line) + "\n");
+}
+
+void JsonLinesTracker::finish() { close(metrics_); }
+
+}  // namespace accelerate::tracking

@@ -1,0 +1,31 @@
+#include "accelerate/tracking/tracker.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "accelerate/error.hpp"
+
+namespace accelerate::tracking {
+
+LoggerType parse_logger_type(std::string_view name) {
+  std::string word(name);
+  std::transform(word.begin(), word.end(), word.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (word == "all") return LoggerType::All;
+  if (word == "csv") return LoggerType::Csv;
+  if (word == "jsonl" || word == "json_lines") return LoggerType::JsonLines;
+  throw ConfigError(detail::where() + " log_with: '" + std::string(name) +
+                    "' is not a built-in tracker. Use one of: all, csv, jsonl; or pass a GeneralTracker of your "
+                    "own (docs/tracking.md).");
+}
+
+std::string_view to_string(LoggerType type) {
+  switch (type) {
+    case LoggerType::All: return "all";
+    case LoggerType::Csv: return "csv";
+    case LoggerType::JsonLines: return "jsonl";
+  }
+  return "unknown";
+}
+
+}  // namespace accelerate::tracking

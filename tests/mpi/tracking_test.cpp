@@ -1,0 +1,170 @@
+// Experiment trackers through the Accelerator at 1, 2 and 4 ranks: the
+// built-in CSV and JSON-lines trackers write one set of files, on the main
+// process; a tracker of one's own is called where it says it runs; names,
+// missing directories and bad files are errors on every rank.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accelerate/error.hpp"
+#include "accelerate/tracking/file_trackers.hpp"
+#include "accelerate/training/accelerator.hpp"
+#include "common/test_helpers.hpp"
+
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
+namespace {
+
+namespace acc = accelerate;
+namespace fs = std::filesystem;
+using acc::testing::world_rank;
+using acc::testing::world_size;
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Counts the calls it receives, on whichever process it runs.
+class CountingTracker final : public acc::tracking::GeneralTracker {
+ public:
+  explicit CountingTracker(bool everywhere) : everywhere_(everywhere) {}
+  [[nodiscard]] std::string name() const override { return everywhere_ ? "everywhere" : "main_only"; }
+  [[nodiscard]] bool main_process_only() const override { return !everywhere_; }
+  void store_init_configuration(const acc::tracking::LogValues& config) override { configs += config.size(); }
+  void log(const acc::tracking::LogValues& values, std::optional<std::int64_t> step) override {
+    logs += 1;
+    last_step = step;
+    last_values = values;
+  }
+  void finish() override { finished += 1; }
+
+  std::size_t configs = 0;
+  int logs = 0;
+  int finished = 0;
+  std::optional<std::int64_t> last_step;
+  acc::tracking::LogValues last_values;
+
+ private:
+  bool everywhere_;
+};
+
+TEST(Tracking, BuiltInTrackersWriteOneSetOfFilesOnTheMainProcess) {
+  const fs::path project = acc::testing::shared_temp_directory("tracking_files");
+  {
+    acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"all"}});
+    accelerator.init_trackers("run", {{"lr", 0.001}, {"batch_size", 32}, {"optimizer", "adam, w"}});
+    for (int step = 0; step < 3; ++step) {
+      accelerator.log({{"loss", 1.0 / (step + 1)}, {"epoch", 0}}, step);
+    }
+    accelerator.log({{"note", "line one\n\"two\""}, {"bad", std::numeric_limits<double>::quiet_NaN()}});
+    accelerator.end_training();
+  }
+  const fs::path run = project / "run";
+  // Every rank sees the same files (one file system): written once, by the main process.
+  const auto csv = lines_of(run / "metrics.csv");
+  ASSERT_EQ(csv.size(), 1U + 6U + 3U) << "header, 3 steps x 2 values, then the quoted text spans 2 lines and nan";
+  EXPECT_EQ(csv[0], "wall_time,step,name,value");
+  EXPECT_NE(csv[1].find(",0,epoch,0"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[2].find(",0,loss,1"), std::string::npos) << csv[2];
+  EXPECT_NE(csv[4].find(",1,loss,0.5"), std::string::npos) << csv[4];
+  EXPECT_NE(csv[6].find(",2,loss,0.3333333333333333"), std::string::npos) << csv[6];  // reads back exactly
+  EXPECT_NE(csv[7].find(",,bad,nan"), std::string::npos) << csv[7];                   // no step given
+  EXPECT_NE(csv[8].find(",,note,\"line one"), std::string::npos) << csv[8];
+  EXPECT_EQ(csv[9], "\"\"two\"\"\"");
+  const auto config_csv = lines_of(run / "config.csv");
+  EXPECT_EQ(config_csv, (std::vector<std::string>{"name,value", "batch_size,32", "lr,0.001", "optimizer,\"adam, w\""}));
+
+  const auto jsonl = lines_of(run / "metrics.jsonl");
+  ASSERT_EQ(jsonl.size(), 4U);
+  const auto first = nlohmann::json::parse(jsonl[0]);
+  EXPECT_EQ(first["step"], 0);
+  EXPECT_EQ(first["values"]["loss"], 1.0);
+  EXPECT_EQ(first["values"]["epoch"], 0);
+  EXPECT_TRUE(first["wall_time"].is_number());
+  const auto last = nlohmann::json::parse(jsonl[3]);
+  EXPECT_TRUE(last["step"].is_null());
+  EXPECT_EQ(last["values"]["bad"], "NaN");
+  EXPECT_EQ(last["values"]["note"], "line one\n\"two\"");
+  std::ifstream config_json(run / "config.json");
+  const auto config = nlohmann::json::parse(config_json);
+  EXPECT_EQ(config["lr"], 0.001);
+  EXPECT_EQ(config["batch_size"], 32);
+  acc::testing::remove_shared_directory(project);
+}
+
+TEST(Tracking, AResumedRunAppendsToItsFiles) {
+  const fs::path project = acc::testing::shared_temp_directory("tracking_resume");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"csv"}});
+    accelerator.init_trackers("run");
+    accelerator.log({{"loss", attempt}}, attempt);
+    accelerator.end_training();
+  }
+  const auto csv = lines_of(project / "run" / "metrics.csv");
+  ASSERT_EQ(csv.size(), 3U) << "one header, one row per run";
+  EXPECT_NE(csv[2].find(",1,loss,1"), std::string::npos) << csv[2];
+  EXPECT_FALSE(fs::exists(project / "run" / "metrics.jsonl"));
+  acc::testing::remove_shared_directory(project);
+}
+
+TEST(Tracking, OwnTrackersRunWhereTheySay) {
+  auto main_only = std::make_shared<CountingTracker>(false);
+  auto everywhere = std::make_shared<CountingTracker>(true);
+  acc::Accelerator accelerator({.log_with = {main_only, everywhere}});
+  accelerator.init_trackers("run", {{"seed", 7}});
+  accelerator.log({{"loss", 0.25}}, 5);
+  accelerator.get_tracker("main_only").log({{"direct", 1}}, 6);
+  accelerator.end_training();
+  accelerator.end_training();  // finishing twice finishes once
+  const bool main = world_rank() == 0;
+  EXPECT_EQ(main_only->logs, main ? 2 : 0);
+  EXPECT_EQ(main_only->configs, main ? 1U : 0U);
+  EXPECT_EQ(main_only->finished, main ? 1 : 0);
+  EXPECT_EQ(everywhere->logs, 1);
+  EXPECT_EQ(everywhere->configs, 1U);
+  EXPECT_EQ(everywhere->finished, 1);
+  EXPECT_EQ(everywhere->last_step, 5);
+  EXPECT_EQ(everywhere->last_values, (acc::tracking::LogValues{{"loss", 0.25}}));
+  // On the other processes, get_tracker gives a stand-in of the same name.
+  EXPECT_EQ(accelerator.get_tracker("main_only").name(), "main_only");
+}
+
+TEST(Tracking, NamesAndDirectoriesAreCheckedOnEveryRank) {
+  EXPECT_NE(acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a({.log_with = {"wandb"}}); })
+                .find("'wandb' is not a built-in tracker"),
+            std::string::npos);
+  {
+    acc::Accelerator accelerator({.log_with = {"csv"}});
+    const auto message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.init_trackers("run"); });
+    EXPECT_NE(message.find("no logging directory"), std::string::npos) << message;
+    const auto unknown = acc::testing::error_of<acc::ConfigError>([&] { (void)accelerator.get_tracker("jsonl"); });
+    EXPECT_NE(unknown.find("Chosen in log_with: csv"), std::string::npos) << unknown;
+  }
+  // The main process cannot create its files: every rank is told, not only the main one.
+  const fs::path project = acc::testing::shared_temp_directory("tracking_blocked");
+  if (world_rank() == 0) std::ofstream(project / "run") << "a file where the run's directory belongs";
+  MPI_Barrier(MPI_COMM_WORLD);
+  acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"jsonl"}});
+  const auto message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.init_trackers("run"); });
+  EXPECT_NE(message.find("cannot create the directory"), std::string::npos) << message;
+  EXPECT_NE(message.find((project / "run").string()), std::string::npos) << message;
+  if (world_rank() != 0) EXPECT_NE(message.find("another process failed"), std::string::npos) << message;
+  acc::testing::remove_shared_directory(project);
+}
+
+}  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
