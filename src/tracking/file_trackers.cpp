@@ -40,32 +40,6 @@ fs::path make_directory(const std::string& tracker, const fs::path& logging_dir,
   return directory;
 }
 
-void write(const std::string& tracker, std::FILE* file, const fs::path& path, const std::string& text) {
-  if (file == nullptr) {
-    throw ConfigError(detail::where() + " " + tracker + " tracker: log after finish(); '" + path.string() +
-                      "' is closed. Log before end_training().");
-  }
-  // Flushed at once: a run that dies keeps every value it logged.
-  if (std::fputs(text.c_str(), file) < 0 || std::fflush(file) != 0) fail(tracker, "write", path, errno);
-}
-
-// Opens `path` for appending; a file that is new or empty gets `header`.
-std::FILE* open_for_appending(const std::string& tracker, const fs::path& path, const std::string& header) {
-  std::error_code missing;
-  const bool fresh = fs::file_size(path, missing) == 0 || missing;
-  std::FILE* file = std::fopen(path.c_str(), "ae");
-  if (file == nullptr) fail(tracker, "open", path, errno);
-  if (fresh && !header.empty()) write(tracker, file, path, header);
-  return file;
-}
-
-void replace_file(const std::string& tracker, const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) fail(tracker, "write", path, errno);
-}
-
 double wall_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -129,57 +103,80 @@ std::string dump(const nlohmann::json& json) {
   return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void close(std::FILE*& file) {
-  if (file != nullptr) std::fclose(file);
-  file = nullptr;
+}  // namespace
+
+// ---------------------------------------------------------------- shared
+
+FileTracker::FileTracker(std::string kind, const fs::path& logging_dir, const std::string& project_name,
+                         const std::string& metrics_file, const std::string& header)
+    : kind_(std::move(kind)),
+      directory_(make_directory(kind_, logging_dir, project_name)),
+      metrics_path_(directory_ / metrics_file) {
+  std::error_code missing;
+  const bool fresh = fs::file_size(metrics_path_, missing) == 0 || missing;
+  metrics_ = std::fopen(metrics_path_.c_str(), "ae");
+  if (metrics_ == nullptr) fail(kind_, "open", metrics_path_, errno);
+  if (fresh && !header.empty()) append(header);
 }
 
-}  // namespace
+FileTracker::~FileTracker() { FileTracker::finish(); }
+
+void FileTracker::finish() {
+  if (metrics_ != nullptr) std::fclose(metrics_);
+  metrics_ = nullptr;
+}
+
+void FileTracker::append(const std::string& text) {
+  if (metrics_ == nullptr) {
+    throw ConfigError(detail::where() + " " + kind_ + " tracker: log after finish(); '" + metrics_path_.string() +
+                      "' is closed. Log before end_training().");
+  }
+  // Flushed at once: a run that dies keeps every value it logged.
+  if (std::fputs(text.c_str(), metrics_) < 0 || std::fflush(metrics_) != 0) {
+    fail(kind_, "write", metrics_path_, errno);
+  }
+}
+
+void FileTracker::replace(const std::string& file, const std::string& text) {
+  const fs::path path = directory_ / file;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) fail(kind_, "write", path, errno);
+}
 
 // ---------------------------------------------------------------- CSV
 
 CsvTracker::CsvTracker(const fs::path& logging_dir, const std::string& project_name)
-    : directory_(make_directory("csv", logging_dir, project_name)) {
-  metrics_ = open_for_appending("csv", directory_ / "metrics.csv", "wall_time,step,name,value\n");
-}
-
-CsvTracker::~CsvTracker() { close(metrics_); }
+    : FileTracker("csv", logging_dir, project_name, "metrics.csv", "wall_time,step,name,value\n") {}
 
 void CsvTracker::store_init_configuration(const LogValues& config) {
   std::string text = "name,value\n";
   for (const auto& [name, value] : config) text += csv_field(name) + "," + csv_value(value) + "\n";
-  replace_file("csv", directory_ / "config.csv", text);
+  replace("config.csv", text);
 }
 
 void CsvTracker::log(const LogValues& values, std::optional<std::int64_t> step) {
   const std::string prefix = number_text(wall_time()) + "," + (step ? std::to_string(*step) : std::string()) + ",";
   std::string rows;
   for (const auto& [name, value] : values) rows += prefix + csv_field(name) + "," + csv_value(value) + "\n";
-  write("csv", metrics_, directory_ / "metrics.csv", rows);
+  append(rows);
 }
-
-void CsvTracker::finish() { close(metrics_); }
 
 // ---------------------------------------------------------------- JSON lines
 
 JsonLinesTracker::JsonLinesTracker(const fs::path& logging_dir, const std::string& project_name)
-    : directory_(make_directory("jsonl", logging_dir, project_name)) {
-  metrics_ = open_for_appending("jsonl", directory_ / "metrics.jsonl", "");
-}
-
-JsonLinesTracker::~JsonLinesTracker() { close(metrics_); }
+    : FileTracker("jsonl", logging_dir, project_name, "metrics.jsonl", "") {}
 
 void JsonLinesTracker::store_init_configuration(const LogValues& config) {
-  replace_file("jsonl", directory_ / "config.json", dump(json_object(config)) + "\n");
+  replace("config.json", dump(json_object(config)) + "\n");
 }
 
 void JsonLinesTracker::log(const LogValues& values, std::optional<std::int64_t> step) {
   nlohmann::json line = {{"wall_time", wall_time()}};
   line["step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
   line["values"] = json_object(values);
-  write("jsonl", metrics_, directory_ / "metrics.jsonl", dump(line) + "\n");
+  append(dump(line) + "\n");
 }
-
-void JsonLinesTracker::finish() { close(metrics_); }
 
 }  // namespace accelerate::tracking
