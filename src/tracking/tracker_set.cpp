@@ -101,6 +101,11 @@ void TrackerSet::init(const std::string& project_name, const std::filesystem::pa
 }
 
 void TrackerSet::log(const LogValues& values, std::optional<std::int64_t> step) {
+  if (!initialised_ && !choices_.empty()) {
+    // Accelerate drops such values silently; a run that meant to track should learn it at once.
+    throw ConfigError(detail::where() + " log: the trackers chosen in log_with have not started. Call "
+                      "init_trackers(project_name) on every process before the first log.");
+  }
   for (const auto& tracker : active_) tracker->log(values, step);
 }
 

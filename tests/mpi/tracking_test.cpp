@@ -148,6 +148,8 @@ TEST(Tracking, NamesAndDirectoriesAreCheckedOnEveryRank) {
             std::string::npos);
   {
     acc::Accelerator accelerator({.log_with = {"csv"}});
+    const auto early = acc::testing::error_of<acc::ConfigError>([&] { accelerator.log({{"loss", 1.0}}, 0); });
+    EXPECT_NE(early.find("Call init_trackers"), std::string::npos) << early;
     const auto message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.init_trackers("run"); });
     EXPECT_NE(message.find("no logging directory"), std::string::npos) << message;
     const auto unknown = acc::testing::error_of<acc::ConfigError>([&] { (void)accelerator.get_tracker("jsonl"); });

@@ -24,6 +24,7 @@ class TrackerSet {
   /// is empty (on every process alike), or when a file cannot be made.
   void init(const std::string& project_name, const std::filesystem::path& logging_dir, const LogValues& config);
   /// Values of one step to every tracker that runs on this process.
+  /// ConfigError before init() when trackers were chosen (on every process).
   void log(const LogValues& values, std::optional<std::int64_t> step);
   /// The tracker called `name`. On a process where it does not run (the
   /// main-process-only ones elsewhere), a tracker that ignores every call,
