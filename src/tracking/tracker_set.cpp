@@ -100,6 +100,11 @@ void TrackerSet::init(const std::string& project_name, const std::filesystem::pa
   }
 }
 
+void TrackerSet::abandon() {
+  active_.clear();
+  initialised_ = false;
+}
+
 void TrackerSet::log(const LogValues& values, std::optional<std::int64_t> step) {
   if (!initialised_ && !choices_.empty()) {
     // Accelerate drops such values silently; a run that meant to track should learn it at once.

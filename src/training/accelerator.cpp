@@ -105,6 +105,7 @@ void Accelerator::init_trackers(const std::string& project_name, const tracking:
   for (const c10::IValue& outcome : outcomes) {
     if (!outcome.toStringRef().empty()) {
       if (failure.empty()) failure = "another process failed: " + outcome.toStringRef();
+      trackers_.abandon();  // every process starts over on the next call
       throw ConfigError(failure);
     }
   }

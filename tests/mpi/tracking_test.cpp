@@ -164,6 +164,14 @@ TEST(Tracking, NamesAndDirectoriesAreCheckedOnEveryRank) {
   EXPECT_NE(message.find("cannot create the directory"), std::string::npos) << message;
   EXPECT_NE(message.find((project / "run").string()), std::string::npos) << message;
   if (world_rank() != 0) EXPECT_NE(message.find("another process failed"), std::string::npos) << message;
+  // Once the obstacle is gone, the same Accelerator starts its trackers.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove(project / "run");
+  MPI_Barrier(MPI_COMM_WORLD);
+  accelerator.init_trackers("run");
+  accelerator.log({{"loss", 2.0}}, 1);
+  accelerator.end_training();
+  EXPECT_EQ(lines_of(project / "run" / "metrics.jsonl").size(), 1U);
   acc::testing::remove_shared_directory(project);
 }
 

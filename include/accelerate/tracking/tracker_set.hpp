@@ -23,6 +23,9 @@ class TrackerSet {
   /// when called twice, when a built-in tracker is chosen and `logging_dir`
   /// is empty (on every process alike), or when a file cannot be made.
   void init(const std::string& project_name, const std::filesystem::path& logging_dir, const LogValues& config);
+  /// Drops the trackers init() started, so that init() may be called again:
+  /// after init() failed here or on another process.
+  void abandon();
   /// Values of one step to every tracker that runs on this process.
   /// ConfigError before init() when trackers were chosen (on every process).
   void log(const LogValues& values, std::optional<std::int64_t> step);
