@@ -31,17 +31,15 @@ std::shared_ptr<GeneralTracker> make_built_in(LoggerType type, const std::filesy
 
 }  // namespace
 
-TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process)
-    : choices_(std::move(choices)), is_main_process_(is_main_process) {
+TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process) : is_main_process_(is_main_process) {
   // "all" stands for every built-in tracker; each tracker appears once.
-  std::vector<TrackerChoice> expanded;
   std::vector<std::string> seen;
   const auto add = [&](TrackerChoice choice, const std::string& name) {
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) return;
     seen.push_back(name);
-    expanded.push_back(std::move(choice));
+    choices_.push_back(std::move(choice));
   };
-  for (const TrackerChoice& choice : choices_) {
+  for (const TrackerChoice& choice : choices) {
     if (const auto* type = std::get_if<LoggerType>(&choice.get())) {
       if (*type == LoggerType::All) {
         for (LoggerType built_in : kBuiltIn) add(built_in, std::string(to_string(built_in)));
@@ -54,7 +52,6 @@ TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process)
       add(choice, tracker->name());
     }
   }
-  choices_ = std::move(expanded);
 }
 
 std::vector<std::string> TrackerSet::names() const {
