@@ -1,7 +1,6 @@
 #include "accelerate/error.hpp"
 
-#include <cctype>
-
+#include "detail/ascii.hpp"
 #include "detail/host_name.hpp"
 #include "detail/mpi_runtime.hpp"
 
@@ -27,9 +26,7 @@ void throw_feature_not_built(std::string_view feature, std::string_view needed_b
   message += ", but this build of Accelerate-HPC was configured without it. Rebuild with -D";
   message += cmake_option;
   message += "=ON (or 'spack install accelerate-hpc+";
-  std::string variant(cmake_option.substr(cmake_option.rfind('_') + 1));
-  for (char& c : variant) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  message += variant;
+  message += ascii_lower(cmake_option.substr(cmake_option.rfind('_') + 1));
   message += "'); 'accelerate-hpc env' lists the features of this build.";
   throw FeatureNotBuilt(message);
 }

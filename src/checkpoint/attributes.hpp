@@ -29,4 +29,11 @@ inline constexpr std::size_t kMaxAttributeBytes = std::size_t{1} << 24;
 /// Throws Hdf5Error when its declared size exceeds those limits (a damaged file).
 std::optional<AttributeValue> read_attribute(hid_t object, std::string_view name, std::string_view where);
 
+/// The value when it is there and a T, else `fallback`.
+template <typename T>
+T attribute_or(const std::optional<AttributeValue>& value, T fallback) {
+  if (value && std::holds_alternative<T>(*value)) return std::get<T>(*value);
+  return fallback;
+}
+
 }  // namespace accelerate::checkpoint::detail

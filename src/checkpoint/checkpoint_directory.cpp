@@ -48,7 +48,7 @@ std::string sync_path(const fs::path& path, bool directory) {
 // first failing rank's text. Collective over `comm`.
 void throw_if_any_failed(const DeadlineComm& comm, const std::string& problem, std::string_view during) {
   const std::string step = "checkpoint: " + std::string(during);
-  const int first = comm.all_reduce(problem.empty() ? INT_MAX : comm.rank(), Reduce::min, step + " (agreeing on success)");
+  const int first = comm.all_reduce(problem.empty() ? INT_MAX : comm.rank(), Reduce::Min, step + " (agreeing on success)");
   if (first == INT_MAX) return;
   std::string text = problem;
   comm.broadcast(text, first, step + " (the failing rank's reason)");
@@ -110,7 +110,7 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
     const bool try_exchange = no_exchange == nullptr || std::string_view(no_exchange) != "1";
     if (try_exchange &&
         ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_directory.c_str(), RENAME_EXCHANGE) == 0) {
-      method = CommitMethod::exchange;
+      method = CommitMethod::Exchange;
       accelerate::detail::remove_tree(staging, error);  // now the old checkpoint
       return "";
     }
@@ -122,13 +122,13 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
     if (error) return "cannot move '" + final_directory.string() + "' aside: " + error.message();
     fs::rename(staging, final_directory, error);
     if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
-    method = CommitMethod::aside_then_rename;
+    method = CommitMethod::AsideThenRename;
     accelerate::detail::remove_tree(aside, error);
     return "";
   }
   fs::rename(staging, final_directory, error);
   if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
-  method = CommitMethod::rename;
+  method = CommitMethod::Rename;
   return "";
 }
 

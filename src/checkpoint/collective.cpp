@@ -15,7 +15,7 @@ void require_same_on_all_ranks(const DeadlineComm& comm, std::string_view descri
   // rank: all hashes agree exactly when those two are equal, and every rank
   // reaches the same verdict.
   std::uint64_t extremes[2] = {hash, ~hash};
-  comm.all_reduce(extremes, 2, accelerate::detail::Reduce::max, step);
+  comm.all_reduce(extremes, 2, accelerate::detail::Reduce::Max, step);
   if (extremes[0] == ~extremes[1]) return;
 
   const int size = comm.size();
@@ -40,7 +40,7 @@ void require_same_on_all_ranks(const DeadlineComm& comm, std::string_view descri
 }
 
 bool all_ranks_agree(const DeadlineComm& comm, bool ok, std::string_view step) {
-  return comm.all_reduce(ok ? 1 : 0, accelerate::detail::Reduce::min, step) == 1;
+  return comm.all_reduce(ok ? 1 : 0, accelerate::detail::Reduce::Min, step) == 1;
 }
 
 std::uint32_t combine_crc_in_rank_order(const DeadlineComm& comm, std::uint32_t crc, std::uint64_t length) {

@@ -236,13 +236,13 @@ std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint
 }
 
 std::vector<Crc32cKernel> crc32c_kernels() {
-  std::vector<Crc32cKernel> kernels{Crc32cKernel::kPortable};
+  std::vector<Crc32cKernel> kernels{Crc32cKernel::Portable};
 #ifdef ACCELERATE_CRC32C_X86
-  if (has_sse42()) kernels.push_back(Crc32cKernel::kSse42);
-  if (has_folding()) kernels.push_back(Crc32cKernel::kAvx512Fold);
+  if (has_sse42()) kernels.push_back(Crc32cKernel::Sse42);
+  if (has_folding()) kernels.push_back(Crc32cKernel::Avx512Fold);
 #endif
 #if ACCELERATE_CRC32C_ISAL
-  kernels.push_back(Crc32cKernel::kIsaL);
+  kernels.push_back(Crc32cKernel::IsaL);
 #endif
   return kernels;
 }
@@ -275,10 +275,10 @@ Crc32cKernel crc32c_fastest_kernel() {
 
 const char* to_string(Crc32cKernel kernel) noexcept {
   switch (kernel) {
-    case Crc32cKernel::kPortable: return "portable";
-    case Crc32cKernel::kSse42: return "sse4.2";
-    case Crc32cKernel::kAvx512Fold: return "avx512-vpclmulqdq";
-    case Crc32cKernel::kIsaL: return "isa-l";
+    case Crc32cKernel::Portable: return "portable";
+    case Crc32cKernel::Sse42: return "sse4.2";
+    case Crc32cKernel::Avx512Fold: return "avx512-vpclmulqdq";
+    case Crc32cKernel::IsaL: return "isa-l";
   }
   return "unknown";
 }
@@ -288,11 +288,11 @@ std::uint32_t crc32c(Crc32cKernel kernel, const void* data, std::size_t size, st
   const std::uint32_t state = crc ^ 0xFFFFFFFFu;
   switch (kernel) {
 #ifdef ACCELERATE_CRC32C_X86
-    case Crc32cKernel::kAvx512Fold: return update_folded(state, bytes, size) ^ 0xFFFFFFFFu;
-    case Crc32cKernel::kSse42: return update_hardware(state, bytes, size) ^ 0xFFFFFFFFu;
+    case Crc32cKernel::Avx512Fold: return update_folded(state, bytes, size) ^ 0xFFFFFFFFu;
+    case Crc32cKernel::Sse42: return update_hardware(state, bytes, size) ^ 0xFFFFFFFFu;
 #endif
 #if ACCELERATE_CRC32C_ISAL
-    case Crc32cKernel::kIsaL: return update_isal(state, bytes, size) ^ 0xFFFFFFFFu;
+    case Crc32cKernel::IsaL: return update_isal(state, bytes, size) ^ 0xFFFFFFFFu;
 #endif
     default: return update_portable(state, bytes, size) ^ 0xFFFFFFFFu;
   }

@@ -16,13 +16,13 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) 
 
 /// Ways of computing the same checksum.
 enum class Crc32cKernel {
-  kPortable,    // a table, one byte at a time
-  kSse42,       // the crc32 instruction, three interleaved streams
-  kAvx512Fold,  // 512-bit carry-less folding (VPCLMULQDQ), crc32 for the last bytes
-  kIsaL,        // ISA-L's crc32_iscsi, which picks its own code for the CPU (x86 and aarch64)
+  Portable,    // a table, one byte at a time
+  Sse42,       // the crc32 instruction, three interleaved streams
+  Avx512Fold,  // 512-bit carry-less folding (VPCLMULQDQ), crc32 for the last bytes
+  IsaL,        // ISA-L's crc32_iscsi, which picks its own code for the CPU (x86 and aarch64)
 };
 
-/// The kernels this build can run on this CPU, kPortable first.
+/// The kernels this build can run on this CPU, Portable first.
 std::vector<Crc32cKernel> crc32c_kernels();
 
 /// The kernel crc32c() uses: on first use every kernel but the portable

@@ -223,7 +223,7 @@ class BatchRanges {
 // The smallest of every rank's `value`. Ranks that finish reading first
 // wait here for the slowest, yielding their core between polls.
 std::uint64_t agree_on_minimum(const DirectReadOptions& options, std::uint64_t value) {
-  return options.comm->all_reduce(value, accelerate::detail::Reduce::min, kVerdict);
+  return options.comm->all_reduce(value, accelerate::detail::Reduce::Min, kVerdict);
 }
 
 // Every rank's `values` (the same count everywhere), rank after rank. The
@@ -263,17 +263,17 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
   const int size = options.comm->size();
   std::uint64_t total = 0;
   for (const DirectRead& item : items) total += item.bytes;
-  if (size == 1 || (options.spread == Spread::kBroadcast && total < options.split_threshold)) {
+  if (size == 1 || (options.spread == Spread::Broadcast && total < options.split_threshold)) {
     return read_everything(options, items);
   }
 
-  // Read and checksum this rank's range; with kPageCache also the others,
+  // Read and checksum this rank's range; with PageCache also the others,
   // starting with the next rank's: while the file is cold, the ranks' first
   // reads go to different parts of it and each then follows a neighbour
   // whose pages are arriving or have arrived.
   const BatchRanges batch(items, size);
   std::vector<Piece> pieces = batch.pieces_of(rank, options.verify_checksums);
-  if (options.spread == Spread::kPageCache) {
+  if (options.spread == Spread::PageCache) {
     for (int step = 1; step < size; ++step) {
       const auto others = batch.pieces_of((rank + step) % size, false);
       pieces.insert(pieces.end(), others.begin(), others.end());
@@ -301,7 +301,7 @@ std::optional<DirectReadFailure> read_direct(const DirectReadOptions& options, c
     }
     if (combined != items[i].stored_crc) return DirectReadFailure{i, combined, {}};
   }
-  if (options.spread == Spread::kPageCache) return std::nullopt;
+  if (options.spread == Spread::PageCache) return std::nullopt;
 
   // Every rank receives the ranges the others read.
   for (int r = 0; r < size; ++r) {

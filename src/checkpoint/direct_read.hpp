@@ -9,13 +9,13 @@
 // rank; each rank reads its range as one sequential stretch of the file and
 // checksums it, and one all-gather of the checksums verifies every byte.
 // The ranges then reach every rank in one of two ways (Spread):
-//  - kPageCache, when all ranks run on one host: each rank also reads the
+//  - PageCache, when all ranks run on one host: each rank also reads the
 //    other ranges from the file. The host's page cache holds them once
 //    (a node-mate has just read them, or is reading them), so this costs a
 //    memory copy and no extra file traffic, with no rank waiting on another.
-//  - kBroadcast, across hosts: the rank that read a range broadcasts it, so
+//  - Broadcast, across hosts: the rank that read a range broadcasts it, so
 //    the file is read once however many nodes load it.
-// With one rank, or (kBroadcast) a batch below the split threshold, every
+// With one rank, or (Broadcast) a batch below the split threshold, every
 // rank reads and checksums the whole batch itself.
 #pragma once
 
@@ -38,18 +38,18 @@ struct DirectRead {
 
 /// How the ranks get the ranges the other ranks read and checksummed.
 enum class Spread {
-  kPageCache,  // each rank reads them from the file too: one host's page cache serves them
-  kBroadcast,  // each range is broadcast by the rank that read it
+  PageCache,  // each rank reads them from the file too: one host's page cache serves them
+  Broadcast,  // each range is broadcast by the rank that read it
 };
 
 struct DirectReadOptions {
   const accelerate::detail::DeadlineComm* comm = nullptr;  // the readers, and the deadline of their exchanges
   int fd = -1;  // the file, open for reading (POSIX reads: safe from several threads at any MPI thread level)
   int threads = 1;  // reading threads of this rank
-  /// kBroadcast only: a smaller batch is read and checksummed whole by every rank.
+  /// Broadcast only: a smaller batch is read and checksummed whole by every rank.
   std::uint64_t split_threshold = 0;
   bool verify_checksums = true;
-  Spread spread = Spread::kBroadcast;
+  Spread spread = Spread::Broadcast;
 };
 
 /// Why an item failed: a checksum mismatch, or the file could not be read.

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "accelerate/checkpoint/training_checkpoint.hpp"
 #include "accelerate/error.hpp"
 
 namespace accelerate::checkpoint::detail {
@@ -29,3 +30,11 @@ void validate_dataset_name(std::string_view name, const std::filesystem::path& f
 }
 
 }  // namespace accelerate::checkpoint::detail
+
+namespace accelerate::checkpoint {
+
+std::string indexed_group(std::string_view base, std::size_t index) {
+  return index == 0 ? std::string(base) : std::string(base) + "_" + std::to_string(index);
+}
+
+}  // namespace accelerate::checkpoint

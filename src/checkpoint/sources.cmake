@@ -34,6 +34,7 @@ if(ACCELERATE_HAVE_HDF5)
     ${_checkpoint_dir}/checkpoint_writer.cpp
     ${_checkpoint_dir}/collective.cpp
     ${_checkpoint_dir}/direct_read.cpp
+    ${_checkpoint_dir}/entry_index.cpp
     ${_checkpoint_dir}/hdf5_binding.cpp
     ${_checkpoint_dir}/hdf5_types.cpp
     ${_checkpoint_dir}/layout.cpp
@@ -42,4 +43,7 @@ if(ACCELERATE_HAVE_HDF5)
     ${_checkpoint_dir}/parallel_file.cpp
   )
   target_link_libraries(accelerate PRIVATE HDF5::HDF5 ${CMAKE_DL_LIBS})
+else()
+  # The same API, throwing FeatureNotBuilt: programs link either way.
+  target_sources(accelerate PRIVATE ${_checkpoint_dir}/without_hdf5.cpp)
 endif()

@@ -179,10 +179,6 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
 
 }  // namespace
 
-std::string indexed_group(std::string_view base, std::size_t index) {
-  return index == 0 ? std::string(base) : std::string(base) + "_" + std::to_string(index);
-}
-
 fs::path save_training_state(const State& state, ProjectConfiguration& project, const std::optional<fs::path>& output_dir,
                              const TrainingStateRefs& refs, CheckpointInfo info) {
   // Entry barrier with the job's timeout: calling save_state on the main
@@ -255,7 +251,7 @@ std::optional<fs::path> find_latest_checkpoint(const State& state, const Project
   // With node-local copies every node looked at its own disk: they must agree.
   const auto index = found.empty() ? std::optional<std::int64_t>() : checkpoint_index(found);
   long long agreed[2] = {index.value_or(-1), -index.value_or(-1)};
-  world_comm(state).all_reduce(agreed, 2, accelerate::detail::Reduce::max,
+  world_comm(state).all_reduce(agreed, 2, accelerate::detail::Reduce::Max,
                                "load_state (do all nodes hold the same newest checkpoint?)");
   if (agreed[0] != -agreed[1]) {
     throw ConfigError("load_state: the nodes do not hold the same newest checkpoint (this node's is " +
@@ -293,7 +289,7 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
     }
   }
   const int complete = file_comm(state, project).rank() != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
-  const int all_complete = world_comm(state).all_reduce(complete, accelerate::detail::Reduce::min,
+  const int all_complete = world_comm(state).all_reduce(complete, accelerate::detail::Reduce::Min,
                                                         "load_state (is the checkpoint complete on every rank?)");
   if (all_complete == 0) {
     throw ConfigError("load_state: '" + loaded.directory.string() +

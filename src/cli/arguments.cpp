@@ -9,6 +9,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "detail/ascii.hpp"
+
 namespace accelerate::cli {
 
 namespace fs = std::filesystem;
@@ -40,8 +42,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0 || digits > 15) return std::nullopt;
   const std::uint64_t number = std::stoull(std::string(text.substr(0, digits)));
-  std::string unit(text.substr(digits));
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string unit = detail::ascii_upper(text.substr(digits));
   static const std::array<std::pair<std::string_view, std::uint64_t>, 9> kUnits{{{"", 1},
                                                                                  {"B", 1},
                                                                                  {"KB", 1'000},

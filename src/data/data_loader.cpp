@@ -4,10 +4,12 @@
 
 #include "accelerate/data/collate.hpp"
 #include "accelerate/data/rng_synchronizer.hpp"
+#include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
 
 DataLoader::iterator DataLoader::begin() {
+  state_watch_.check("DataLoader::begin");
   // Accelerate's iteration counter: a loop that re-enters the loader after a
   // complete pass, without set_epoch, gets the next epoch's order rather than
   // silently repeating the last one. An abandoned pass does not count.
@@ -24,8 +26,9 @@ DataLoader::iterator DataLoader::begin() {
   return iterator(this, first);
 }
 
-void DataLoader::enable_rng_synchronization(const State* state, const std::vector<std::string>& rng_types,
-                                            std::string_view component) {
+void DataLoader::attach_state(const State* state, const std::vector<std::string>& rng_types,
+                              std::string_view component) {
+  if (state != nullptr) state_watch_ = state->lifetime().watch();
   if (rng_types.empty()) return;
   if (state == nullptr) {
     detail::loader_error(component, "rng_types asks for generators to be synchronised across processes, but the "
@@ -33,6 +36,11 @@ void DataLoader::enable_rng_synchronization(const State* state, const std::vecto
                                     "through. Build the loader from a State, or leave rng_types empty.");
   }
   rng_synchronizer_ = std::make_shared<detail::RngSynchronizer>(*state, rng_types, component);
+}
+
+const DataLoader::Batch* DataLoader::advance() {
+  state_watch_.check("DataLoader (next batch)");
+  return next_batch();
 }
 
 void DataLoader::set_epoch(std::int64_t epoch) {

@@ -13,9 +13,9 @@ namespace accelerate::detail {
 
 MPI_Op to_mpi(Reduce op) {
   switch (op) {
-    case Reduce::min: return MPI_MIN;
-    case Reduce::max: return MPI_MAX;
-    case Reduce::sum: return MPI_SUM;
+    case Reduce::Min: return MPI_MIN;
+    case Reduce::Max: return MPI_MAX;
+    case Reduce::Sum: return MPI_SUM;
   }
   return MPI_OP_NULL;
 }
@@ -151,17 +151,16 @@ void DeadlineComm::complete(MPI_Request& request, std::string_view what) const {
 }
 
 void DeadlineComm::wait(MPI_Request& request, std::int64_t sequence, std::string_view what) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  PollBackoff backoff;
-  for (;;) {
+  const auto tested_done = [&request] {
     int done = 0;
     ACCELERATE_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done != 0) return;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    // A long wait may be another rank's timeout: answer its arrival query.
-    if (board_ != nullptr && backoff.waited_long()) board_->serve_queries();
-    backoff.pause();
-  }
+    return done != 0;
+  };
+  // A long wait may be another rank's timeout: answer its arrival query.
+  const auto answer_queries = [this] {
+    if (board_ != nullptr) board_->serve_queries();
+  };
+  if (poll_until(std::chrono::steady_clock::now() + timeout_, tested_done, answer_queries)) return;
   // The request stays pending (MPI cannot cancel a collective): never free
   // the communicator under it.
   abandon(comm_);

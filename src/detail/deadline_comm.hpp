@@ -41,7 +41,7 @@ template <>
 inline MPI_Datatype mpi_datatype<unsigned long long>() { return MPI_UNSIGNED_LONG_LONG; }
 
 /// The reductions the library's own steps need.
-enum class Reduce { min, max, sum };
+enum class Reduce { Min, Max, Sum };
 MPI_Op to_mpi(Reduce op);
 
 class DeadlineComm {

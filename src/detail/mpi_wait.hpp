@@ -28,6 +28,22 @@ class PollBackoff {
   bool long_ = false;
 };
 
+/// The one waiting loop of the library's deadline waits (Work handles of
+/// both backends, DeadlineComm): tests `done()` in PollBackoff's rhythm
+/// until it is true (returns true) or `deadline` passes (returns false).
+/// Once the wait has lasted a second, `while_waiting_long()` runs between
+/// tests (e.g. answering another rank's arrival query).
+template <class Done, class WhileWaitingLong>
+bool poll_until(std::chrono::steady_clock::time_point deadline, Done&& done, WhileWaitingLong&& while_waiting_long) {
+  PollBackoff backoff;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (backoff.waited_long()) while_waiting_long();
+    backoff.pause();
+  }
+  return true;
+}
+
 /// Completes `request` on `comm` within `timeout` (DeadlineComm::complete);
 /// TimeoutError names `what` and, where `comm` carries an ArrivalBoard, the
 /// ranks that never arrived.

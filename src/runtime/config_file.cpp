@@ -18,6 +18,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "accelerate/error.hpp"
+#include "detail/ascii.hpp"
 #include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/environment.hpp"
@@ -77,19 +78,12 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-std::string lower(std::string_view text) {
-  std::string result(text);
-  std::transform(result.begin(), result.end(), result.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return result;
-}
-
 // --- typed values; each failure names the value and what is accepted.
 
 bool to_bool(const Scalar& value, const Position& at, std::string_view key) {
   // YAML 1.2 true/false plus the yes/no/on/off that YAML 1.1 (PyYAML) and
   // the ACCELERATE_* variables also take.
-  const std::string word = lower(value.text);
+  const std::string word = detail::ascii_lower(value.text);
   if (!value.quoted) {
     if (word == "true" || word == "yes" || word == "on") return true;
     if (word == "false" || word == "no" || word == "off") return false;
@@ -119,7 +113,7 @@ long long to_int(const Scalar& value, long long min, long long max, const Positi
 
 std::string to_choice(const Scalar& value, const std::vector<std::string_view>& choices, const Position& at,
                       std::string_view key) {
-  const std::string word = lower(trim(value.text));
+  std::string word = detail::ascii_lower(trim(value.text));
   for (std::string_view choice : choices) {
     if (word == choice) return word;
   }
@@ -254,7 +248,7 @@ fs::path write_temporary(const std::string& text, const fs::path& path) {
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) fail_io("create the directory of", path, error.value());
-  const fs::path temporary = directory / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) +
+  fs::path temporary = directory / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) +
                                           "." + std::to_string(counter++));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail_io("create a temporary file for", path, errno);

@@ -1,28 +1,16 @@
 #include "accelerate/runtime/environment.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdlib>
 
 #include "accelerate/error.hpp"
+#include "detail/ascii.hpp"
 
 extern char** environ;  // POSIX: the process environment block
 
 namespace accelerate {
 namespace {
-
-std::string to_upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return text;
-}
-
-std::string to_lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 void set_or_unset(const std::string& name, const std::optional<std::string>& value) {
   if (value) {
@@ -42,7 +30,7 @@ void set_or_unset(const std::string& name, const std::optional<std::string>& val
 EnvironmentPatch::EnvironmentPatch(const std::map<std::string, std::string>& variables) {
   saved_.reserve(variables.size());
   for (const auto& [key, value] : variables) {
-    const std::string name = to_upper(key);
+    const std::string name = detail::ascii_upper(key);
     saved_.emplace_back(name, get_env(name));
     ::setenv(name.c_str(), value.c_str(), 1);
   }
@@ -79,7 +67,7 @@ bool env_flag(const std::string& name, bool fallback) { return env_bool(name).va
 std::optional<bool> env_bool(const std::string& name) {
   const auto value = get_env(name);
   if (!value || value->empty()) return std::nullopt;
-  const std::string v = to_lower(*value);
+  const std::string v = detail::ascii_lower(*value);
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
   bad_value(name, *value, "one of 1/true/yes/on or 0/false/no/off");
@@ -101,7 +89,7 @@ std::optional<long long> env_int(const std::string& name, long long min, long lo
 std::optional<std::string> env_choice(const std::string& name, const std::vector<std::string>& choices) {
   const auto value = get_env(name);
   if (!value || value->empty()) return std::nullopt;
-  const std::string v = to_lower(*value);
+  const std::string v = detail::ascii_lower(*value);
   if (std::find(choices.begin(), choices.end(), v) != choices.end()) return v;
   std::string expected = "one of";
   for (const auto& choice : choices) expected += " '" + choice + "'";

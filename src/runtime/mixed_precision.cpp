@@ -1,25 +1,15 @@
 #include "accelerate/runtime/mixed_precision.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "detail/ascii.hpp"
 
 namespace accelerate {
 
 namespace {
 
-std::string normalised(std::string_view text) {
-  std::size_t first = 0;
-  std::size_t last = text.size();
-  while (first < last && std::isspace(static_cast<unsigned char>(text[first])) != 0) ++first;
-  while (last > first && std::isspace(static_cast<unsigned char>(text[last - 1])) != 0) --last;
-  std::string result(text.substr(first, last - first));
-  std::transform(result.begin(), result.end(), result.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return result;
-}
+std::string normalised(std::string_view text) { return detail::ascii_lower(detail::trim_blanks(text)); }
 
 }  // namespace
 

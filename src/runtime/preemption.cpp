@@ -9,6 +9,7 @@
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "detail/ascii.hpp"
 
 namespace accelerate {
 namespace {
@@ -73,8 +74,7 @@ int parse_one_signal(const std::string& entry, std::string_view source) {
   int number = 0;
   const auto [end, error] = std::from_chars(entry.data(), entry.data() + entry.size(), number);
   if (error == std::errc() && end == entry.data() + entry.size()) return number;
-  std::string name;
-  for (char c : entry) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string name = detail::ascii_upper(entry);
   if (name.rfind("SIG", 0) == 0) name.erase(0, 3);
   for (const NamedSignal& s : kSignals) {
     if (name == s.name) return s.number;

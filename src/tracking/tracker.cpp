@@ -1,16 +1,12 @@
 #include "accelerate/tracking/tracker.hpp"
 
-#include <algorithm>
-#include <cctype>
-
 #include "accelerate/error.hpp"
+#include "detail/ascii.hpp"
 
 namespace accelerate::tracking {
 
 LoggerType parse_logger_type(std::string_view name) {
-  std::string word(name);
-  std::transform(word.begin(), word.end(), word.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string word = detail::ascii_lower(name);
   if (word == "all") return LoggerType::All;
   if (word == "csv") return LoggerType::Csv;
   if (word == "jsonl" || word == "json_lines") return LoggerType::JsonLines;

@@ -10,9 +10,14 @@ namespace accelerate {
 AcceleratedOptimizer::AcceleratedOptimizer(torch::optim::Optimizer& optimizer, GradientState& gradient_state,
                                            GradScaler* scaler,
                                            std::function<void(const AcceleratedOptimizer&)> on_step)
-    : optimizer_(&optimizer), gradient_state_(&gradient_state), scaler_(scaler), on_step_(std::move(on_step)) {}
+    : optimizer_(&optimizer),
+      gradient_state_(&gradient_state),
+      scaler_(scaler),
+      on_step_(std::move(on_step)),
+      gradient_state_watch_(gradient_state.lifetime().watch()) {}
 
 void AcceleratedOptimizer::step() {
+  gradient_state_watch_.check("AcceleratedOptimizer::step");
   if (!gradient_state_->sync_gradients()) return;
   if (scaler_ != nullptr && scaler_->is_enabled()) {
     // GradScaler::step unscales unless unscale_ ran for this optimizer.
@@ -27,6 +32,7 @@ void AcceleratedOptimizer::step() {
 }
 
 void AcceleratedOptimizer::zero_grad() {
+  gradient_state_watch_.check("AcceleratedOptimizer::zero_grad");
   if (!gradient_state_->sync_gradients()) return;
   optimizer_->zero_grad();
 }

@@ -22,7 +22,8 @@ AcceleratedScheduler::AcceleratedScheduler(std::function<void()> advance, Gradie
     : advance_(std::move(advance)),
       gradient_state_(&gradient_state),
       optimizers_(std::move(optimizers)),
-      options_(options) {
+      options_(options),
+      gradient_state_watch_(gradient_state.lifetime().watch()) {
   if (!advance_) throw ConfigError("AcceleratedScheduler: the schedule to advance is empty.");
   if (options_.steps_per_call < 1) {
     throw ConfigError("AcceleratedScheduler: steps_per_call is " + std::to_string(options_.steps_per_call) +
@@ -36,6 +37,7 @@ void AcceleratedScheduler::advance_once() {
 }
 
 void AcceleratedScheduler::step() {
+  gradient_state_watch_.check("AcceleratedScheduler::step");
   if (!options_.step_with_optimizer) {
     advance_once();
     return;

@@ -66,15 +66,50 @@ void check_init_kwargs(const InitProcessGroupKwargs& kwargs, const State& state)
   }
 }
 
+// A State the program made has fixed its settings already: they become the
+// Accelerator's, and options that explicitly ask for others are an error
+// (the environment and the configuration file gave the State its own).
+void take_settings_of(const State& state, const AcceleratorOptions& options, ResolvedSettings& settings) {
+  if (options.cpu.value_or(false) && !state.use_cpu()) {
+    throw ConfigError(detail::where() + " Accelerator: the options ask for cpu = true, but the State it runs on "
+                      "uses " + state.device() + ". Build the State with StateOptions::cpu = true, or leave cpu unset.");
+  }
+  if (options.init_kwargs.timeout && *options.init_kwargs.timeout != state.timeout()) {
+    throw ConfigError(detail::where() + " Accelerator: InitProcessGroupKwargs::timeout is " +
+                      std::to_string(options.init_kwargs.timeout->count()) + " s, but the State it runs on has " +
+                      std::to_string(state.timeout().count()) +
+                      " s. Set the timeout in StateOptions::timeout, or leave it unset here.");
+  }
+  settings.cpu = state.use_cpu();
+  settings.timeout = state.timeout();
+  settings.mpi_thread_level = state.thread_level_required();
+  settings.emulated_ranks_per_node = state.emulated_ranks_per_node();
+  settings.log_level = state.log_level();
+}
+
+std::shared_ptr<State> require_state(std::shared_ptr<State> state) {
+  if (!state) {
+    throw ConfigError(detail::where() + " Accelerator: the State pointer is null. Pass a State made with "
+                      "std::make_shared<accelerate::State>(...), or use the constructor without one.");
+  }
+  return state;
+}
+
 }  // namespace
 
-Accelerator::Accelerator(AcceleratorOptions options)
+Accelerator::Accelerator(AcceleratorOptions options) : Accelerator(OnState{}, std::move(options), nullptr) {}
+
+Accelerator::Accelerator(std::shared_ptr<State> state, AcceleratorOptions options)
+    : Accelerator(OnState{}, std::move(options), require_state(std::move(state))) {}
+
+Accelerator::Accelerator(OnState, AcceleratorOptions options, std::shared_ptr<State> state)
     : options_(std::move(options)),
       settings_(settings_from(options_)),
-      state_(std::make_unique<State>(state_options(settings_))),
+      state_(state ? state : std::make_shared<State>(state_options(settings_))),
       gradient_state_(settings_.accumulation),
       project_(options_.project_config),
       trackers_(options_.log_with, state_->is_main_process()) {
+  if (state) take_settings_of(*state_, options_, settings_);
   check_init_kwargs(options_.init_kwargs, *state_);
   check_mixed_precision_supported(settings_.mixed_precision, state_->device());
   project_.validate();
@@ -290,7 +325,6 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   return refs;
 }
 
-#if ACCELERATE_HAVE_HDF5
 std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
   return checkpoint::save_training_state(
       *state_, project_, output_dir, checkpoint_refs(),
@@ -305,21 +339,6 @@ checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std:
 std::optional<std::filesystem::path> Accelerator::latest_checkpoint() const {
   return checkpoint::find_latest_checkpoint(*state_, project_);
 }
-#else
-namespace {
-[[noreturn]] void no_checkpoints(const char* call) {
-  throw FeatureNotBuilt(std::string("Accelerator::") + call +
-                        ": this build has no HDF5, so it cannot write or read checkpoints. Configure with "
-                        "-DACCELERATE_WITH_HDF5=ON (or spack install accelerate-hpc+hdf5).");
-}
-}  // namespace
-
-std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>&) { no_checkpoints("save_state"); }
-checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>&, bool) {
-  no_checkpoints("load_state");
-}
-std::optional<std::filesystem::path> Accelerator::latest_checkpoint() const { no_checkpoints("latest_checkpoint"); }
-#endif
 
 void Accelerator::register_for_checkpointing(std::shared_ptr<torch::nn::Module> module) {
   if (!module) throw ConfigError("Accelerator::register_for_checkpointing: the module pointer is null.");

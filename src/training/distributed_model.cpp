@@ -83,6 +83,7 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
                                    DistributedDataParallelKwargs kwargs, DistributedModelOptions options)
     : module_(std::move(module)),
       group_(group),
+      group_watch_(group.lifetime().watch()),
       kwargs_(std::move(kwargs)),
       autocast_dtype_(options.autocast_dtype),
       autocast_kwargs_(options.autocast_kwargs) {
@@ -168,6 +169,7 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
 DistributedModel::~DistributedModel() = default;
 
 void DistributedModel::prepare_forward() {
+  group_watch_.check("DistributedModel::forward");
   if (kwargs_.broadcast_buffers && group_.size() > 1) {
     at::NoGradGuard no_grad;
     bool any = false;

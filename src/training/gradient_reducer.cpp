@@ -45,6 +45,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
                                  ProcessGroup& group, GradientReducerConfig config)
     : names_(std::move(names)),
       group_(group),
+      group_watch_(group.lifetime().watch()),
       config_(config),
       scale_(1.0 / group.size()),
       owner_(std::this_thread::get_id()),
@@ -157,6 +158,7 @@ void GradientReducer::fill_slot(Slot& slot) {
 }
 
 void GradientReducer::begin_step() {
+  group_watch_.check("DistributedModel (gradient all-reduce in backward)");
   in_step_ = true;
   if (config_.finalize_at_backward_end) {
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
@@ -240,6 +242,7 @@ void GradientReducer::finalize() {
 
 void GradientReducer::finalize_locked() {
   if (!in_step_ && !armed_) return;
+  group_watch_.check("DistributedModel::synchronize_gradients");
   const auto start = std::chrono::steady_clock::now();
 
   // Parameters without a gradient in this step still fill their slots, so

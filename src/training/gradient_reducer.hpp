@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "accelerate/comm/work.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/training/distributed_model.hpp"
 
 namespace accelerate {
@@ -104,6 +105,7 @@ class GradientReducer {
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   ProcessGroup& group_;
+  LifetimeWatch group_watch_;  // a backward after the group is gone is an Error
   GradientReducerConfig config_;
   double scale_ = 1.0;  // 1 / world size
   std::thread::id owner_;

@@ -194,9 +194,9 @@ TEST(CheckpointCommit, OverwriteExchangesWhereItCanAndMovesAsideWhereItCannot) {
       ::unsetenv("ACCELERATE_TEST_CHECKPOINT_NO_EXCHANGE");
     }
     const fs::path name = root / (forced ? "ck_forced" : "ck");
-    EXPECT_EQ(save(name, 1, std::nullopt), ckpt::CommitMethod::rename);
+    EXPECT_EQ(save(name, 1, std::nullopt), ckpt::CommitMethod::Rename);
     const ckpt::CommitMethod expected =
-        can_exchange && !forced ? ckpt::CommitMethod::exchange : ckpt::CommitMethod::aside_then_rename;
+        can_exchange && !forced ? ckpt::CommitMethod::Exchange : ckpt::CommitMethod::AsideThenRename;
     EXPECT_EQ(save(name, 2, std::nullopt, true, /*overwrite=*/true), expected);
     EXPECT_EQ(ckpt::read_complete_manifest(name)->iteration, 2);
     ckpt::CheckpointReader reader({.file = name / ckpt::STATE_FILE_NAME});

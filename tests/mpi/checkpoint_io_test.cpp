@@ -287,8 +287,8 @@ TEST(CheckpointIo, EverySpreadAndThreadCountReadsTheSameBytes) {
     for (const auto& [name, tensor] : saved) writer.write_replicated("model/" + name, tensor);
     writer.close();
   }
-  const std::vector<ckpt::ShareSpread> spreads{ckpt::ShareSpread::kPageCache, ckpt::ShareSpread::kBroadcast,
-                                               ckpt::ShareSpread::kAuto};
+  const std::vector<ckpt::ShareSpread> spreads{ckpt::ShareSpread::PageCache, ckpt::ShareSpread::Broadcast,
+                                               ckpt::ShareSpread::Auto};
   auto load = [&](ckpt::ShareSpread spread, int threads) {
     ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file, .spread = spread, .read_threads = threads});
     std::map<std::string, at::Tensor> loaded;

@@ -2,6 +2,8 @@
 include(${CMAKE_CURRENT_LIST_DIR}/distributed_model.cmake)
 accelerate_add_mpi_test(accelerator_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_test.cpp
                         NPROCS 1 2 4 TIMEOUT 240 LABELS training gpu)
+accelerate_add_mpi_test(accelerator_lifetime_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_lifetime_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 120 LABELS training gpu)
 if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(accelerator_checkpoint_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_checkpoint_test.cpp

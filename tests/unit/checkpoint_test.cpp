@@ -69,13 +69,13 @@ TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
   std::vector<std::size_t> lengths{0, 1, 7, 8, 63, 64, 255, 256, 1023, 1024, 1025, 1087, 1088, 1279, 1280, 1343, 4096};
   for (int i = 0; i < 40; ++i) lengths.push_back(std::uniform_int_distribution<std::size_t>(1, 1 << 20)(engine));
   const auto kernels = ckpt::detail::crc32c_kernels();
-  ASSERT_EQ(kernels.front(), ckpt::detail::Crc32cKernel::kPortable);
+  ASSERT_EQ(kernels.front(), ckpt::detail::Crc32cKernel::Portable);
   for (const auto kernel : kernels) {
     for (const std::size_t length : lengths) {
       for (const std::size_t start : {std::size_t{0}, std::size_t{1}, std::size_t{13}}) {
         const unsigned char* p = data.data() + start;
         EXPECT_EQ(ckpt::detail::crc32c(kernel, p, length, 0xDEADBEEFu),
-                  ckpt::detail::crc32c(ckpt::detail::Crc32cKernel::kPortable, p, length, 0xDEADBEEFu))
+                  ckpt::detail::crc32c(ckpt::detail::Crc32cKernel::Portable, p, length, 0xDEADBEEFu))
             << ckpt::detail::to_string(kernel) << ", " << length << " bytes from " << start;
       }
     }
@@ -84,7 +84,7 @@ TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
   for (const auto kernel : kernels) std::cout << ' ' << ckpt::detail::to_string(kernel);
   std::cout << '\n';
 #if ACCELERATE_HAVE_ISAL_FOR_TESTS
-  EXPECT_NE(std::find(kernels.begin(), kernels.end(), ckpt::detail::Crc32cKernel::kIsaL), kernels.end())
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), ckpt::detail::Crc32cKernel::IsaL), kernels.end())
       << "built with ISA-L, but its kernel is not offered";
 #endif
 }
@@ -93,7 +93,7 @@ TEST(Crc32c, TheDefaultIsTheFastestMeasuredKernelAndNeverThePortableOneWhenThere
   const auto kernels = ckpt::detail::crc32c_kernels();
   const auto fastest = ckpt::detail::crc32c_fastest_kernel();
   EXPECT_NE(std::find(kernels.begin(), kernels.end(), fastest), kernels.end());
-  if (kernels.size() > 1) EXPECT_NE(fastest, ckpt::detail::Crc32cKernel::kPortable);
+  if (kernels.size() > 1) EXPECT_NE(fastest, ckpt::detail::Crc32cKernel::Portable);
   std::cout << "[ INFO ] crc32c uses " << ckpt::detail::to_string(fastest) << '\n';
   EXPECT_EQ(ckpt::detail::crc32c("123456789", 9), 0xE3069283u);
 }

@@ -92,10 +92,10 @@ struct StagingOptions {
 
 /// How a commit put the checkpoint under its final name.
 enum class CommitMethod {
-  none,               ///< not committed, or not by this rank (one rank per commit moves the directory)
-  rename,             ///< the name was free: one rename
-  exchange,           ///< overwrite, atomic: renameat2(RENAME_EXCHANGE), then the old one removed
-  aside_then_rename,  ///< overwrite where the file system cannot exchange: old aside, new in place
+  None,             ///< not committed, or not by this rank (one rank per commit moves the directory)
+  Rename,           ///< the name was free: one rename
+  Exchange,         ///< overwrite, atomic: renameat2(RENAME_EXCHANGE), then the old one removed
+  AsideThenRename,  ///< overwrite where the file system cannot exchange: old aside, new in place
 };
 
 /// One save in progress. Collective construction and commit.
@@ -132,7 +132,7 @@ class StagedCheckpoint {
   StagingOptions options_;
   bool leader_ = false;
   bool committed_ = false;
-  CommitMethod method_ = CommitMethod::none;
+  CommitMethod method_ = CommitMethod::None;
 };
 
 }  // namespace accelerate::checkpoint

@@ -40,21 +40,21 @@ namespace accelerate::checkpoint {
 
 /// How every rank gets the shares of a replicated batch the other ranks read and verified.
 enum class ShareSpread {
-  kAuto,       ///< kPageCache when all ranks of the communicator run on one host, else kBroadcast
-  kPageCache,  ///< each rank reads them from the file as well, out of the host's page cache
-  kBroadcast,  ///< the rank that read a share broadcasts it (the file is read once in all)
+  Auto,       ///< PageCache when all ranks of the communicator run on one host, else Broadcast
+  PageCache,  ///< each rank reads them from the file as well, out of the host's page cache
+  Broadcast,  ///< the rank that read a share broadcasts it (the file is read once in all)
 };
 
 struct ReaderOptions {
   MPI_Comm comm = MPI_COMM_WORLD;
   std::filesystem::path file;
-  /// Across hosts (kBroadcast), reads (a tensor, or a load_into() batch)
+  /// Across hosts (Broadcast), reads (a tensor, or a load_into() batch)
   /// smaller than this are done whole by every rank (no broadcast); larger
   /// ones in shares that are then broadcast. Datasets HDF5 must convert use
   /// it on one host too.
   std::size_t split_threshold = std::size_t{1} << 20;
   bool verify_checksums = true;
-  ShareSpread spread = ShareSpread::kAuto;
+  ShareSpread spread = ShareSpread::Auto;
   /// Threads with which each rank reads tensors stored as raw bytes; 0: as
   /// many as the cores the rank owns (its CPU affinity, or its share of the
   /// host's cores when ranks are not bound), at most 8.

@@ -31,6 +31,7 @@
 #include "accelerate/comm/backend.hpp"
 #include "accelerate/comm/types.hpp"
 #include "accelerate/comm/work.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
@@ -132,6 +133,8 @@ class ProcessGroup {
 
   /// The MPI communicator of the group's control traffic (objects, checks).
   [[nodiscard]] MPI_Comm control_comm() const noexcept { return control_; }
+  /// Ends with this group: models prepared on it stop with an Error after it is gone.
+  [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
 
  private:
   ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options);
@@ -154,6 +157,7 @@ class ProcessGroup {
   std::unique_ptr<Backend> mpi_;
   std::unique_ptr<Backend> nccl_;
   std::string no_nccl_reason_;  // why a CUDA device's group has no NCCL (ranks share a GPU)
+  Lifetime lifetime_{"the ProcessGroup"};
 };
 
 }  // namespace accelerate

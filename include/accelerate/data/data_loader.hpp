@@ -21,6 +21,7 @@
 
 #include "accelerate/data/batch_sampler_shard.hpp"
 #include "accelerate/data/loader_state.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 
 namespace accelerate {
 
@@ -119,17 +120,21 @@ class DataLoader {
   /// The pass is over after `handed_out` batches.
   void finish_pass(std::int64_t handed_out);
 
-  /// For loaders built from a State: synchronise options.rng_types at the
-  /// start of every pass (collective now). Without a State, rng_types must
-  /// be empty (ConfigError naming `component`).
-  void enable_rng_synchronization(const State* state, const std::vector<std::string>& rng_types,
-                                  std::string_view component);
+  /// The State the loader communicates through (nullptr: none). Its end
+  /// ends the loader's use (begin() and the next batch throw Error), and
+  /// options.rng_types are synchronised over it at the start of every pass
+  /// (collective now). Without a State, rng_types must be empty
+  /// (ConfigError naming `component`).
+  void attach_state(const State* state, const std::vector<std::string>& rng_types, std::string_view component);
 
   LoaderState position_;            ///< set up by the loader's constructor
   bool end_of_dataloader_ = false;  ///< on this process's last batch of the pass
 
  private:
+  const Batch* advance();
+
   std::shared_ptr<detail::RngSynchronizer> rng_synchronizer_;
+  LifetimeWatch state_watch_;
   bool resume_pending_ = false;  // load_state_dict ran; the next pass continues it
   bool epoch_completed_ = false;  // the last pass ran to its end; the next begin() moves to the next epoch
   bool in_pass_ = false;
@@ -150,7 +155,7 @@ class DataLoader::iterator {
   reference operator*() const { return *current_; }
   const Batch* operator->() const { return current_; }
   iterator& operator++() {
-    current_ = loader_->next_batch();
+    current_ = loader_->advance();
     return *this;
   }
   void operator++(int) { ++*this; }

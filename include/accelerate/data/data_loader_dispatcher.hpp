@@ -103,7 +103,7 @@ class DataLoaderDispatcher final : public DataLoader {
     position_.world_size = processes;
     position_.dataset_size = dataset_size_;
     position_.seed = detail::choose_data_seed(config_, options_.shuffle, &state, processes, component);
-    enable_rng_synchronization(&state, options_.rng_types, component);
+    attach_state(&state, options_.rng_types, component);
     processes_ = processes;
     scatter_ = std::make_unique<BatchScatter>(state);
     if (scatter_->is_main()) dataset_ = std::make_shared<Dataset>(std::move(dataset));

@@ -182,7 +182,7 @@ class DataLoaderShard final : public DataLoader {
     position_.world_size = placement.num_processes;
     position_.dataset_size = dataset_size_;
     position_.seed = detail::choose_data_seed(config_, options_.shuffle, state, placement.num_processes, component);
-    enable_rng_synchronization(state, options_.rng_types, component);
+    attach_state(state, options_.rng_types, component);
     dataset_ = std::make_shared<Dataset>(std::move(dataset));
   }
 

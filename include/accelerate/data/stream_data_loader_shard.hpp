@@ -73,7 +73,7 @@ class StreamDataLoaderShard final : public DataLoader {
     position_.global_batch_size = probe.total_batch_size();
     position_.world_size = placement.num_processes;
     position_.dataset_size = -1;
-    enable_rng_synchronization(state, options_.rng_types, component);
+    attach_state(state, options_.rng_types, component);
   }
 
  public:

@@ -25,6 +25,7 @@
 
 #include "accelerate/runtime/distributed_type.hpp"
 #include "accelerate/runtime/launcher.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/runtime/log_level.hpp"
 
 namespace accelerate {
@@ -125,6 +126,9 @@ class State {
   /// One line describing this rank (rank, local rank, node, host, device, CPUs).
   [[nodiscard]] std::string describe() const;
 
+  /// Ends with this State: loaders built on it stop with an Error after it is gone.
+  [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
+
  private:
   void agree_on_launcher(MPI_Comm comm, int world_rank, int world_size);
   void discover_layout(MPI_Comm comm, int emulated_ranks_per_node);
@@ -154,6 +158,7 @@ class State {
   ThreadLevel thread_required_ = ThreadLevel::Funneled;
   int emulated_ranks_per_node_ = 0;
   LogLevel log_level_ = LogLevel::Info;
+  Lifetime lifetime_{"the State"};
 };
 
 }  // namespace accelerate

@@ -12,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "accelerate/runtime/lifetime.hpp"
+
 namespace torch::optim {
 class Optimizer;
 class OptimizerParamGroup;
@@ -25,7 +27,8 @@ class GradScaler;
 class AcceleratedOptimizer {
  public:
   /// `optimizer`, `gradient_state` and `scaler` (nullptr: no loss scaling)
-  /// must outlive this object. `on_step` runs after every real step attempt
+  /// must outlive this object's use: step() and zero_grad() throw Error
+  /// once `gradient_state` (the Accelerator owning it) is destroyed. `on_step` runs after every real step attempt
   /// (the Accelerator counts steps with it).
   AcceleratedOptimizer(torch::optim::Optimizer& optimizer, GradientState& gradient_state, GradScaler* scaler,
                        std::function<void(const AcceleratedOptimizer&)> on_step = {});
@@ -56,6 +59,7 @@ class AcceleratedOptimizer {
   GradientState* gradient_state_;
   GradScaler* scaler_;
   std::function<void(const AcceleratedOptimizer&)> on_step_;
+  LifetimeWatch gradient_state_watch_;
   bool step_was_skipped_ = false;
   bool unscaled_ = false;
 };

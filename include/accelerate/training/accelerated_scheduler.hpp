@@ -17,6 +17,8 @@
 #include <functional>
 #include <vector>
 
+#include "accelerate/runtime/lifetime.hpp"
+
 namespace torch::optim {
 class LRScheduler;
 }
@@ -34,7 +36,9 @@ struct AcceleratedSchedulerOptions {
 
 class AcceleratedScheduler {
  public:
-  /// `scheduler`, `gradient_state` and the optimizers must outlive this object.
+  /// `scheduler`, `gradient_state` and the optimizers must outlive this
+  /// object's use: step() throws Error once `gradient_state` (the
+  /// Accelerator owning it) is destroyed.
   AcceleratedScheduler(torch::optim::LRScheduler& scheduler, GradientState& gradient_state,
                        std::vector<const AcceleratedOptimizer*> optimizers, AcceleratedSchedulerOptions options = {});
   /// A schedule advanced by `advance` (one call = one schedule step).
@@ -58,6 +62,7 @@ class AcceleratedScheduler {
   GradientState* gradient_state_;
   std::vector<const AcceleratedOptimizer*> optimizers_;
   AcceleratedSchedulerOptions options_;
+  LifetimeWatch gradient_state_watch_;
   std::int64_t step_count_ = 0;
 };
 

@@ -105,6 +105,16 @@ class Accelerator {
   /// group. Collective. ConfigError for invalid or conflicting settings, on
   /// every rank.
   explicit Accelerator(AcceleratorOptions options = {});
+  /// Runs on a State the program made, for programs that own MPI: coupled
+  /// codes and MPMD jobs build it on their own communicator
+  /// (StateOptions::comm) and may keep using it for their own work. The
+  /// Accelerator shares its ownership. The settings a State fixes (cpu, the
+  /// timeout, the MPI thread level, the emulated node size, the log level)
+  /// are the State's; options that ask for another cpu or timeout are a
+  /// ConfigError. Collective over the State's processes.
+  explicit Accelerator(std::shared_ptr<State> state, AcceleratorOptions options = {});
+  /// Prepared models, optimizers, schedulers and loaders must not be used
+  /// after this: they throw Error (runtime/lifetime.hpp) instead.
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
@@ -323,6 +333,8 @@ class Accelerator {
   [[nodiscard]] tracking::GeneralTracker& get_tracker(std::string_view name) { return trackers_.get(name); }
 
  private:
+  struct OnState {};  // tag: the constructor both public ones delegate to
+  Accelerator(OnState, AcceleratorOptions options, std::shared_ptr<State> state);
   std::shared_ptr<DistributedModel> prepare_model(std::shared_ptr<torch::nn::Module> module);
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
@@ -330,7 +342,7 @@ class Accelerator {
 
   AcceleratorOptions options_;
   ResolvedSettings settings_;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;
   std::unique_ptr<ProcessGroup> world_;
   GradientState gradient_state_;
   std::unique_ptr<GradScaler> scaler_;

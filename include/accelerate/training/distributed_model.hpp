@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "accelerate/amp/autocast.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 
 namespace torch::nn {
@@ -93,7 +94,9 @@ class DistributedModel {
  public:
   /// Collective over `group`. Throws ConfigError (no trainable parameters,
   /// parameters on several devices, unsupported kwargs) or CollectiveMismatch
-  /// (ranks disagree on the parameter list) on every rank.
+  /// (ranks disagree on the parameter list) on every rank. Once `group` is
+  /// destroyed, forward and a synchronising backward throw Error (the model
+  /// may still be destroyed, and its module used unwrapped).
   DistributedModel(std::shared_ptr<torch::nn::Module> module, ProcessGroup& group,
                    DistributedDataParallelKwargs kwargs = {}, DistributedModelOptions options = {});
   ~DistributedModel();
@@ -159,6 +162,7 @@ class DistributedModel {
  private:
   std::shared_ptr<torch::nn::Module> module_;
   ProcessGroup& group_;
+  LifetimeWatch group_watch_;  // use after the group (its Accelerator) is gone is an Error
   DistributedDataParallelKwargs kwargs_;
   std::optional<c10::ScalarType> autocast_dtype_;
   c10::DeviceType autocast_device_ = c10::DeviceType::CPU;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "accelerate/data/data_loader.hpp"
+#include "accelerate/runtime/lifetime.hpp"
 
 namespace accelerate {
 
@@ -69,11 +70,16 @@ class GradientState final : public PassListener {
   void pass_started(const DataLoader& loader) override;
   void pass_finished(const DataLoader& loader) override;
 
+  /// Ends with this object (with the Accelerator that owns it): optimizers
+  /// and schedulers prepared on it stop with an Error after it is gone.
+  [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
+
  private:
   GradientAccumulationPlugin plugin_;
   bool sync_gradients_ = true;
   std::int64_t micro_step_ = 0;
   std::vector<const DataLoader*> active_;  // innermost last
+  Lifetime lifetime_{"the Accelerator (its GradientState)"};
 };
 
 }  // namespace accelerate

@@ -5,6 +5,7 @@
 #include <climits>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "accelerate/error.hpp"
 #include "comm/mpi/mpi_tuning.hpp"
@@ -44,7 +45,7 @@ struct Staged {
 // The epilogue of an operation whose only post-processing is moving the
 // received data into a non-contiguous destination.
 std::function<void()> copy_back(Staged out) {
-  return [out]() mutable {
+  return [out = std::move(out)]() mutable {
     if (out.staged()) out.original.copy_(out.data);
   };
 }
@@ -54,6 +55,22 @@ Staged stage_input(const at::Tensor& tensor) { return {tensor, tensor.contiguous
 Staged stage_output(const at::Tensor& tensor) {
   if (tensor.is_contiguous()) return {tensor, tensor};
   return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(c10::MemoryFormat::Contiguous))};
+}
+
+// What every collective from an input to an output tensor on each rank does
+// first: both on the CPU, one dtype, both staged contiguous.
+struct StagedPair {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  Staged in;
+  Staged out;
+};
+
+StagedPair stage_pair(const MpiTypeTable& types, const at::Tensor& output, const at::Tensor& input,
+                      const char* operation) {
+  check_cpu(input, operation, "input");
+  check_cpu(output, operation, "output");
+  check_same_dtype(output, input, operation);
+  return {types.datatype(input.scalar_type()), stage_input(input), stage_output(output)};
 }
 
 }  // namespace
@@ -150,13 +167,8 @@ std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastO
 
 std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tensor& input,
                                              const AllGatherOptions& options) {
-  check_cpu(input, "all_gather", "input");
-  check_cpu(output, "all_gather", "output");
-  check_same_dtype(output, input, "all_gather");
+  const auto [type, in, out] = stage_pair(types_, output, input, "all_gather");
   check_numel(output, input.numel() * size_, "all_gather", "output", "group size × input elements");
-  const MPI_Datatype type = types_.datatype(input.scalar_type());
-  const Staged in = stage_input(input);
-  Staged out = stage_output(output);
   const int count = mpi_count(in.data.numel(), "all_gather");
   mpi_count(out.data.numel(), "all_gather");
   const int64_t sequence = board_->arrive();
@@ -170,9 +182,7 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
 
 std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Tensor& input,
                                                std::span<const int64_t> counts, const AllGatherOptions& options) {
-  check_cpu(input, "all_gather_v", "input");
-  check_cpu(output, "all_gather_v", "output");
-  check_same_dtype(output, input, "all_gather_v");
+  const auto [type, in, out] = stage_pair(types_, output, input, "all_gather_v");
   if (static_cast<int>(counts.size()) != size_ || input.dim() == 0 ||
       counts[static_cast<std::size_t>(rank_)] != input.size(0)) {
     throw ConfigError(where() + " all_gather_v: expected one row count per rank (" + std::to_string(size_) +
@@ -194,17 +204,12 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
     total += counts[r] * row;
   }
   check_numel(output, total, "all_gather_v", "output", "the sum of all ranks' rows");
-  const MPI_Datatype type = types_.datatype(input.scalar_type());
-  const Staged in = stage_input(input);
-  Staged out = stage_output(output);
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallgatherv(in.data.data_ptr(), element_counts[static_cast<std::size_t>(rank_)], type,
                                        out.data.data_ptr(), element_counts.data(), displacements.data(), type, comm_.get(),
                                        &request));
-  auto epilogue = [out, layout]() mutable {
-    if (out.staged()) out.original.copy_(out.data);
-  };
+  auto epilogue = [copy = copy_back(out), layout] { copy(); };
   return post({"all_gather_v", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
 }
@@ -261,14 +266,9 @@ std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& 
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                                  const ReduceScatterOptions& options) {
-  check_cpu(input, "reduce_scatter", "input");
-  check_cpu(output, "reduce_scatter", "output");
-  check_same_dtype(output, input, "reduce_scatter");
+  const auto [type, in, out] = stage_pair(types_, output, input, "reduce_scatter");
   check_numel(input, output.numel() * size_, "reduce_scatter", "input", "group size × output elements");
   const MPI_Op op = types_.operation(options.op, input.scalar_type());
-  const MPI_Datatype type = types_.datatype(input.scalar_type());
-  const Staged in = stage_input(input);
-  Staged out = stage_output(output);
   const int count = mpi_count(out.data.numel(), "reduce_scatter");
   mpi_count(in.data.numel(), "reduce_scatter");
   const int64_t sequence = board_->arrive();
@@ -277,7 +277,7 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
       MPI_Ireduce_scatter_block(in.data.data_ptr(), out.data.data_ptr(), count, type, op, comm_.get(), &request));
   const bool average = options.op == ReduceOp::Avg;
   const int size = size_;
-  auto epilogue = [out, average, size]() mutable {
+  auto epilogue = [out = out, average, size]() mutable {
     if (average) out.data.div_(size);
     if (out.staged()) out.original.copy_(out.data);
   };
@@ -287,17 +287,12 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
 
 std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tensor& input,
                                              const AllToAllOptions& options) {
-  check_cpu(input, "all_to_all", "input");
-  check_cpu(output, "all_to_all", "output");
-  check_same_dtype(output, input, "all_to_all");
+  const auto [type, in, out] = stage_pair(types_, output, input, "all_to_all");
   if (input.numel() % size_ != 0) {
     throw ConfigError(where() + " all_to_all: the input " + shape_of(input) + " does not split into " +
                       std::to_string(size_) + " equal blocks; its element count must be a multiple of the group size.");
   }
   check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
-  const MPI_Datatype type = types_.datatype(input.scalar_type());
-  const Staged in = stage_input(input);
-  Staged out = stage_output(output);
   const int block = mpi_count(in.data.numel() / size_, "all_to_all");
   mpi_count(in.data.numel(), "all_to_all");
   const int64_t sequence = board_->arrive();

@@ -54,7 +54,6 @@ class MpiBackend final : public Backend {
   std::unique_ptr<Work> barrier(const BarrierOptions& options) override;
 
  private:
-  struct Buffer;  // a contiguous stand-in for a caller's tensor
   std::unique_ptr<Work> post(OperationLabel label, MPI_Request request, int64_t sequence,
                              std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
                              const Timeout& timeout);

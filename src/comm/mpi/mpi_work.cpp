@@ -84,14 +84,12 @@ bool MpiWork::is_completed() {
 
 void MpiWork::wait() {
   if (!done_) {
-    const auto deadline = posted_ + policy_.timeout;
-    PollBackoff backoff;
-    while (!is_completed()) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) report_timeout(now - posted_);
-      // A long wait may be another rank's timeout: answer its arrival query.
-      if (board_ != nullptr && backoff.waited_long()) board_->serve_queries();
-      backoff.pause();
+    // A long wait may be another rank's timeout: answer its arrival query.
+    const auto answer_queries = [this] {
+      if (board_ != nullptr) board_->serve_queries();
+    };
+    if (!poll_until(posted_ + policy_.timeout, [this] { return is_completed(); }, answer_queries)) {
+      report_timeout(std::chrono::steady_clock::now() - posted_);
     }
   }
   if (error_) std::rethrow_exception(error_);

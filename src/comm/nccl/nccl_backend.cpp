@@ -292,16 +292,10 @@ void NcclWork::wait() {
       fail(std::current_exception());
     }
   }
-  if (!done_) {
-    const auto deadline = posted_ + policy_.timeout;
-    // The library's waiting policy (as MpiWork's): spin, then yield, then
-    // sleep, so that a waiting rank leaves the cores to ranks still computing.
-    PollBackoff backoff;
-    while (!is_completed()) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) report_timeout(now - posted_);
-      backoff.pause();
-    }
+  // The library's waiting policy (as MpiWork's): spin, then yield, then
+  // sleep, so that a waiting rank leaves the cores to ranks still computing.
+  if (!done_ && !poll_until(posted_ + policy_.timeout, [this] { return is_completed(); }, [] {})) {
+    report_timeout(std::chrono::steady_clock::now() - posted_);
   }
   if (error_) std::rethrow_exception(error_);
 }
@@ -703,13 +697,13 @@ namespace {
 NcclSplitMethod local_split_method(const NcclComm& parent) noexcept {
   int runtime = 0;
   if (ncclGetVersion(&runtime) != ncclSuccess) runtime = 0;
-  if (parent.aborted() || parent.get() == nullptr) return NcclSplitMethod::mpi_bootstrap;
+  if (parent.aborted() || parent.get() == nullptr) return NcclSplitMethod::MpiBootstrap;
   return choose_nccl_split_method(NCCL_VERSION_CODE, runtime);
 }
 
 }  // namespace
 
-static_assert(nccl_comm_split_version == NCCL_VERSION(2, 18, 0), "nccl_comm_split_version is NCCL 2.18.0");
+static_assert(kNcclCommSplitVersion == NCCL_VERSION(2, 18, 0), "kNcclCommSplitVersion is NCCL 2.18.0");
 
 std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_comm, MPI_Comm member_comm,
                                             std::string group, TimeoutPolicy policy) {
@@ -721,7 +715,7 @@ std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_com
   const NcclResources& from = nccl->resources();
   // ncclCommSplit is collective over the parent, so every rank must take
   // the same road: the split only if every rank can.
-  int mine = local_split_method(from.comm) == NcclSplitMethod::comm_split ? 1 : 0;
+  int mine = local_split_method(from.comm) == NcclSplitMethod::CommSplit ? 1 : 0;
   int everyone = 0;
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, parent_comm, &request));

@@ -7,14 +7,14 @@ namespace accelerate::detail {
 enum class NcclSplitMethod {
   /// ncclCommSplit from the parent group's communicator; collective over the
   /// parent, whose non-members pass NCCL_SPLIT_NOCOLOR.
-  comm_split,
+  CommSplit,
   /// A new communicator among the members only: a unique id broadcast over
   /// their MPI communicator, then ncclCommInitRank.
-  mpi_bootstrap,
+  MpiBootstrap,
 };
 
 /// NCCL_VERSION(2, 18, 0): the first NCCL with ncclCommSplit.
-inline constexpr int nccl_comm_split_version = 21800;
+inline constexpr int kNcclCommSplitVersion = 21800;
 
 /// ncclCommSplit needs it in the nccl.h the library was compiled against
 /// (`compiled_version`, NCCL_VERSION_CODE) and in the libnccl loaded at run
@@ -23,13 +23,13 @@ inline constexpr int nccl_comm_split_version = 21800;
 /// older libnccl.so.2 found first at run time) does not have it; either way
 /// the members bootstrap over MPI.
 constexpr NcclSplitMethod choose_nccl_split_method(int compiled_version, int runtime_version) noexcept {
-  return compiled_version >= nccl_comm_split_version && runtime_version >= nccl_comm_split_version
-             ? NcclSplitMethod::comm_split
-             : NcclSplitMethod::mpi_bootstrap;
+  return compiled_version >= kNcclCommSplitVersion && runtime_version >= kNcclCommSplitVersion
+             ? NcclSplitMethod::CommSplit
+             : NcclSplitMethod::MpiBootstrap;
 }
 
 constexpr const char* to_string(NcclSplitMethod method) noexcept {
-  return method == NcclSplitMethod::comm_split ? "ncclCommSplit" : "MPI bootstrap";
+  return method == NcclSplitMethod::CommSplit ? "ncclCommSplit" : "MPI bootstrap";
 }
 
 }  // namespace accelerate::detail
