@@ -18,8 +18,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(cmake g++ make libgtest-dev libtorch-dev libtrilinos-kokkos-dev libnuma-dev libhwloc-dev libisal-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev hdf5-tools
-          libopenblas0-pthread libgloo-dev doxygen)
+packages=(cmake g++ make libgtest-dev libtorch-dev libtrilinos-kokkos-dev libnuma-dev libhwloc-dev libisal-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev hdf5-tools
+          libopenblas0-pthread libgloo-dev doxygen clang-format clang-tidy)
 # Open MPI is always present: Debian's LibTorch and HDF5 tools pull it in.
 packages+=(libopenmpi-dev openmpi-bin libhdf5-openmpi-dev)
 if [ "$mpi" = mpich ]; then

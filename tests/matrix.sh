@@ -7,9 +7,9 @@
 # The variants CI runs (.ci/run):
 #   default     Open MPI, Debian's LibTorch 1.13, -O2 -g1     the whole suite
 #   mpich-asan  MPICH (srun --mpi=pmi2), ASan + UBSan, -O1 -g1
-#                                                 the whole suite but local_mpirun_train
+#                                                 the whole suite but local_mpirun_train and lint
 #   pypi        LibTorch 2.x from the PyPI wheel, -O1 -g1     all but the launching, spack,
-#                                                             fuzz and faults labels
+#                                                             fuzz, faults and lint labels
 # and two more, for local use:
 #   asan        Open MPI, ASan + UBSan, -O1 -g1               the whole suite
 #   mpich       MPICH, -O1 -g1                                as mpich-asan
@@ -24,9 +24,11 @@ variant_args() {
     # arrives as 0. --repeat until-pass:2: a failed test runs once more, for the
     # intermittent checkpoint_load hang under srun; twice failed fails (both in
     # docs/testing.md, "Known gaps").
-    mpich) echo "--mpi=mpich --fast-build -- -E ^local_mpirun_train$ --repeat until-pass:2" ;;
-    mpich-asan) echo "--mpi=mpich --sanitize --fast-build -- -E ^local_mpirun_train$ --repeat until-pass:2" ;;
-    pypi) echo "--libtorch=pypi --fast-build -- -LE launching|spack|fuzz|faults" ;;
+    # lint (format and clang-tidy of the sources) runs in the default variant only:
+    # the sources are the same in every variant.
+    mpich) echo "--mpi=mpich --fast-build -- -E ^local_mpirun_train$ -LE ^lint$ --repeat until-pass:2" ;;
+    mpich-asan) echo "--mpi=mpich --sanitize --fast-build -- -E ^local_mpirun_train$ -LE ^lint$ --repeat until-pass:2" ;;
+    pypi) echo "--libtorch=pypi --fast-build -- -LE launching|spack|fuzz|faults|lint" ;;
     *) echo "tests/matrix.sh: unknown variant '$1' (default, mpich-asan, pypi, asan, mpich)" >&2; return 2 ;;
   esac
 }

@@ -93,10 +93,7 @@ std::optional<c10::ScalarType> autocast_dtype_of(MixedPrecision mode) noexcept {
 }
 
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, const AutocastKwargs& kwargs)
-    : device_type_(device_type),
-      previous_enabled_(false),
-      previous_dtype_(c10::kFloat),
-      previous_cache_enabled_(true) {
+    : device_type_(device_type), previous_enabled_(false), previous_dtype_(c10::kFloat), previous_cache_enabled_(true) {
   check_device(device_type, "AutocastGuard");
   check_pair(device_type, dtype);
   previous_enabled_ = is_autocast_enabled(device_type);

@@ -241,8 +241,9 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
 void GradScaler::update() {
   if (!kwargs_.enabled) return;
   if (unscaled_.empty()) {
-    fail("update", "no inf checks were recorded since the last update(). Call step(optimizer) (or unscale_) before "
-                   "update().");
+    fail("update",
+         "no inf checks were recorded since the last update(). Call step(optimizer) (or unscale_) before "
+         "update().");
   }
   bool found = false;
   for (const auto& record : unscaled_) found = found || record.found_inf;

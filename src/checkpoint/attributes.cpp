@@ -10,8 +10,8 @@
 namespace accelerate::checkpoint::detail {
 namespace {
 
-void write_raw(hid_t object, std::string_view name, hid_t file_type, hid_t memory_type, hid_t space,
-               const void* data, std::string_view where) {
+void write_raw(hid_t object, std::string_view name, hid_t file_type, hid_t memory_type, hid_t space, const void* data,
+               std::string_view where) {
   const std::string key(name);
   if (ACCELERATE_HDF5_CHECK(H5Aexists(object, key.c_str()), where) > 0) {
     ACCELERATE_HDF5_CHECK(H5Adelete(object, key.c_str()), where);

@@ -48,7 +48,8 @@ std::string sync_path(const fs::path& path, bool directory) {
 // first failing rank's text. Collective over `comm`.
 void throw_if_any_failed(const DeadlineComm& comm, const std::string& problem, std::string_view during) {
   const std::string step = "checkpoint: " + std::string(during);
-  const int first = comm.all_reduce(problem.empty() ? INT_MAX : comm.rank(), Reduce::Min, step + " (agreeing on success)");
+  const int first =
+      comm.all_reduce(problem.empty() ? INT_MAX : comm.rank(), Reduce::Min, step + " (agreeing on success)");
   if (first == INT_MAX) return;
   std::string text = problem;
   comm.broadcast(text, first, step + " (the failing rank's reason)");
@@ -115,19 +116,23 @@ std::string move_into_place(const fs::path& staging, const fs::path& final_direc
       return "";
     }
     if (try_exchange && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-      return "cannot exchange '" + staging.string() + "' with '" + final_directory.string() + "': " + std::strerror(errno);
+      return "cannot exchange '" + staging.string() + "' with '" + final_directory.string() +
+             "': " + std::strerror(errno);
     }
-    const fs::path aside = final_directory.parent_path() / ("." + final_directory.filename().string() + ".old-" + make_nonce());
+    const fs::path aside =
+        final_directory.parent_path() / ("." + final_directory.filename().string() + ".old-" + make_nonce());
     fs::rename(final_directory, aside, error);
     if (error) return "cannot move '" + final_directory.string() + "' aside: " + error.message();
     fs::rename(staging, final_directory, error);
-    if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+    if (error)
+      return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
     method = CommitMethod::AsideThenRename;
     accelerate::detail::remove_tree(aside, error);
     return "";
   }
   fs::rename(staging, final_directory, error);
-  if (error) return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
+  if (error)
+    return "cannot rename '" + staging.string() + "' to '" + final_directory.string() + "': " + error.message();
   method = CommitMethod::Rename;
   return "";
 }

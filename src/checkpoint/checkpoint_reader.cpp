@@ -42,7 +42,6 @@ std::string hex(std::uint32_t value) {
   return text;
 }
 
-
 // How read_direct() batches are read on this host: the spread (Auto
 // resolves to PageCache when every rank of the communicator shares one
 // host, and so one page cache; every rank reaches the same answer) and the
@@ -122,9 +121,8 @@ struct CheckpointReader::Impl {
   const IndexedEntry& find(std::string_view name) const {
     const auto it = entries.find(std::string(name));
     if (it == entries.end()) {
-      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
-                        "' has no entry '" + std::string(name) +
-                        "'. List its entries with 'h5ls -r " + options.file.string() + "'.");
+      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + options.file.string() + "' has no entry '" +
+                        std::string(name) + "'. List its entries with 'h5ls -r " + options.file.string() + "'.");
     }
     return it->second;
   }
@@ -191,7 +189,8 @@ struct CheckpointReader::Impl {
     for (std::size_t i = 0; i < reads.size(); ++i) {
       const at::Tensor& destination = reads[i].second;
       const bool in_place = destination.device().is_cpu() && destination.is_contiguous();
-      targets.push_back(in_place ? destination : at::empty(destination.sizes(), destination.options().device(at::kCPU)));
+      targets.push_back(in_place ? destination
+                                 : at::empty(destination.sizes(), destination.options().device(at::kCPU)));
       if (!found[i]->direct) continue;
       direct.push_back(DirectRead{found[i]->offset, static_cast<std::uint64_t>(targets[i].nbytes()),
                                   static_cast<std::byte*>(targets[i].data_ptr()), found[i]->info.crc32c});
@@ -276,7 +275,8 @@ struct CheckpointReader::Impl {
                at += kPiece) {
             const std::int64_t length = std::min(kPiece, offsets[static_cast<std::size_t>(r) + 1] - at);
             s.comm.broadcast_bytes(base + at, static_cast<int>(length), r,
-                                   "checkpoint read of '" + name + "' (broadcast of rank " + std::to_string(r) + "'s share)");
+                                   "checkpoint read of '" + name + "' (broadcast of rank " + std::to_string(r) +
+                                       "'s share)");
           }
         }
       }
@@ -400,8 +400,7 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   Datatype type = hdf5_type_of(result.scalar_type(), s.where(name));
   const std::int64_t elements = result.numel();
   if (elements > 0) {
-    s.read_range(name, type.get(), 0, elements, result.data_ptr(),
-                 [&](hid_t space) { select_row(space, dims, row); });
+    s.read_range(name, type.get(), 0, elements, result.data_ptr(), [&](hid_t space) { select_row(space, dims, row); });
   }
   const auto computed = crc32c(result.data_ptr(), static_cast<std::size_t>(elements) * result.element_size());
   const auto stored = static_cast<std::uint32_t>(entry.row_crcs.at(static_cast<std::size_t>(row)));
@@ -426,8 +425,7 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
     throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
                       s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
   }
-  require_same_on_all_ranks(s.comm, "read per-rank bytes '" + std::string(name) + "'",
-                            "read_per_rank_bytes");
+  require_same_on_all_ranks(s.comm, "read per-rank bytes '" + std::string(name) + "'", "read_per_rank_bytes");
   const std::int64_t width = entry.info.spec.shape.empty() ? 0 : entry.info.spec.shape.front();
   std::vector<std::byte> row_bytes(static_cast<std::size_t>(width));
   const std::vector<hsize_t> dims{static_cast<hsize_t>(entry.info.rows), static_cast<hsize_t>(width)};
@@ -450,8 +448,9 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
 std::optional<AttributeValue> CheckpointReader::attribute(std::string_view group, std::string_view name) {
   Impl& s = *impl_;
   // Metadata reads are collective (H5Pset_all_coll_metadata_ops): watched.
-  const BlockingCallWatchdog watchdog(
-      "checkpoint: reading attribute '" + std::string(name) + "' of '" + s.where(group) + "'", s.options.timeout);
+  const BlockingCallWatchdog watchdog("checkpoint: reading attribute '" + std::string(name) + "' of '" +
+                                          s.where(group) + "'",
+                                      s.options.timeout);
   if (group.empty()) return read_attribute(s.file.get(), name, s.options.file.string());
   const std::string path(group);
   if (H5Lexists(s.file.get(), path.c_str(), H5P_DEFAULT) <= 0) return std::nullopt;
@@ -478,8 +477,8 @@ KeyReport CheckpointReader::load_into(std::string_view group, const std::map<std
   KeyReport report = compare_keys(expected, found);
   if (strict && !report.empty()) {
     throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.options.file.string() + "' group '" +
-                      std::string(group) + "' does not match the destination (strict loading):\n" +
-                      report.to_string() + "Load with strict=false to load the matching entries only.");
+                      std::string(group) + "' does not match the destination (strict loading):\n" + report.to_string() +
+                      "Load with strict=false to load the matching entries only.");
   }
   std::set<std::string> skip(report.missing.begin(), report.missing.end());
   for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);

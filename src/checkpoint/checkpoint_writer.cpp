@@ -30,7 +30,8 @@ using accelerate::detail::BlockingCallWatchdog;
 namespace {
 
 std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
-  std::string text = std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";
+  std::string text =
+      std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";
   for (std::int64_t d = 0; d < tensor.dim(); ++d) text += (d ? "," : "") + std::to_string(tensor.size(d));
   return text + "]";
 }
@@ -70,8 +71,8 @@ struct CheckpointWriter::Impl {
                     where(name));
     const std::string path(name);
     const BlockingCallWatchdog watchdog("checkpoint: H5Dcreate of '" + where(name) + "'", options.timeout);
-    return Dataset(H5Dcreate2(file.get(), path.c_str(), type, space.get(), link_creation.get(),
-                              dataset_creation.get(), H5P_DEFAULT),
+    return Dataset(H5Dcreate2(file.get(), path.c_str(), type, space.get(), link_creation.get(), dataset_creation.get(),
+                              H5P_DEFAULT),
                    where(name));
   }
 
@@ -151,20 +152,22 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
   if (bytes >= s.options.split_threshold && s.size > 1) {
     share = share_of(elements, element_size, s.rank, s.size);
   } else {
-    const auto owner = static_cast<int>(std::min_element(s.assigned_bytes.begin(), s.assigned_bytes.end()) -
-                                        s.assigned_bytes.begin());
+    const auto owner =
+        static_cast<int>(std::min_element(s.assigned_bytes.begin(), s.assigned_bytes.end()) - s.assigned_bytes.begin());
     s.assigned_bytes[static_cast<std::size_t>(owner)] += bytes;
     if (owner == s.rank) share = Share{0, elements};
   }
-  const auto* base = static_cast<const std::byte*>(data.data_ptr()) + share.begin * static_cast<std::int64_t>(element_size);
+  const auto* base =
+      static_cast<const std::byte*>(data.data_ptr()) + share.begin * static_cast<std::int64_t>(element_size);
   const std::uint64_t share_bytes = static_cast<std::uint64_t>(share.count) * element_size;
   const std::uint32_t local_crc = crc32c(base, share_bytes);
 
   Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
   if (elements > 0) {
-    s.write_selection(dataset, type.get(), dims, base, share.count,
-                      [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); }, name);
+    s.write_selection(
+        dataset, type.get(), dims, base, share.count,
+        [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); }, name);
   }
   s.written += share_bytes;
   const std::uint32_t crc = combine_crc_in_rank_order(s.comm, local_crc, share_bytes);
@@ -186,11 +189,13 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
   Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
   if (elements > 0) {
-    s.write_selection(dataset, type.get(), dims, data.data_ptr(), elements,
-                      [&](hid_t space) { select_row(space, dims, s.rank); }, name);
+    s.write_selection(
+        dataset, type.get(), dims, data.data_ptr(), elements, [&](hid_t space) { select_row(space, dims, s.rank); },
+        name);
   }
   s.written += row_bytes;
-  const std::vector<std::int64_t> row_crcs = all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
+  const std::vector<std::int64_t> row_crcs =
+      all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
   std::uint32_t crc = 0;
   for (const std::int64_t value : row_crcs) crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), row_bytes);
   s.tag(dataset, name, data.scalar_type(), "per_rank", crc);
@@ -202,7 +207,8 @@ void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<con
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, "per-rank bytes '" + std::string(name) + "'", "write_per_rank_bytes");
-  const std::vector<std::int64_t> lengths = all_gather(s.comm, static_cast<std::int64_t>(bytes.size()), "write_per_rank_bytes (all-gather of the lengths)");
+  const std::vector<std::int64_t> lengths =
+      all_gather(s.comm, static_cast<std::int64_t>(bytes.size()), "write_per_rank_bytes (all-gather of the lengths)");
   const std::int64_t width = *std::max_element(lengths.begin(), lengths.end());
   // Padded copy of this rank's row: these blobs are small (RNG, loader states).
   std::vector<std::uint8_t> row(static_cast<std::size_t>(width), 0);
@@ -212,11 +218,12 @@ void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<con
   Datatype type = hdf5_type_of(c10::ScalarType::Byte, s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
   if (width > 0) {
-    s.write_selection(dataset, type.get(), dims, row.data(), width,
-                      [&](hid_t space) { select_row(space, dims, s.rank); }, name);
+    s.write_selection(
+        dataset, type.get(), dims, row.data(), width, [&](hid_t space) { select_row(space, dims, s.rank); }, name);
   }
   s.written += row.size();
-  const std::vector<std::int64_t> row_crcs = all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
+  const std::vector<std::int64_t> row_crcs =
+      all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");
   std::uint32_t crc = 0;
   for (const std::int64_t value : row_crcs) {
     crc = crc32c_combine(crc, static_cast<std::uint32_t>(value), static_cast<std::uint64_t>(width));
@@ -255,8 +262,7 @@ void CheckpointWriter::close() {
   if (s.closed) return;
   s.closed = true;
   {
-    const BlockingCallWatchdog watchdog("checkpoint: H5Fflush of '" + s.options.file.string() + "'",
-                                        s.options.timeout);
+    const BlockingCallWatchdog watchdog("checkpoint: H5Fflush of '" + s.options.file.string() + "'", s.options.timeout);
     ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
   }
   close_parallel_file(s.file, s.options.comm, s.options.timeout, s.options.file.string());

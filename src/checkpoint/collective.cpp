@@ -48,9 +48,11 @@ std::uint32_t combine_crc_in_rank_order(const DeadlineComm& comm, std::uint32_t 
     std::uint64_t crc;
     std::uint64_t length;
   };
-  const std::vector<Share> all = comm.all_gather(Share{crc, length}, "checkpoint: all-gather of the checksums of every rank's share");
+  const std::vector<Share> all =
+      comm.all_gather(Share{crc, length}, "checkpoint: all-gather of the checksums of every rank's share");
   std::uint32_t combined = 0;
-  for (const Share& share : all) combined = crc32c_combine(combined, static_cast<std::uint32_t>(share.crc), share.length);
+  for (const Share& share : all)
+    combined = crc32c_combine(combined, static_cast<std::uint32_t>(share.crc), share.length);
   return combined;
 }
 

@@ -42,7 +42,7 @@ std::uint32_t update_portable(std::uint32_t state, const unsigned char* p, std::
 // Three independent streams hide the instruction's 3-cycle latency; the
 // partial results are merged with the same combination rule as across ranks.
 __attribute__((target("sse4.2"))) std::uint32_t update_hardware(std::uint32_t state, const unsigned char* p,
-                                                                  std::size_t n) noexcept {
+                                                                std::size_t n) noexcept {
   constexpr std::size_t kStripe = 8192;
   while (n >= 3 * kStripe) {
     std::uint64_t a = state;
@@ -58,8 +58,8 @@ __attribute__((target("sse4.2"))) std::uint32_t update_hardware(std::uint32_t st
       c = _mm_crc32_u64(c, wc);
     }
     // Finalised CRCs of the three stripes, combined, then back to a running state.
-    const std::uint32_t crc_ab =
-        crc32c_combine(static_cast<std::uint32_t>(a) ^ 0xFFFFFFFFu, static_cast<std::uint32_t>(b) ^ 0xFFFFFFFFu, kStripe);
+    const std::uint32_t crc_ab = crc32c_combine(static_cast<std::uint32_t>(a) ^ 0xFFFFFFFFu,
+                                                static_cast<std::uint32_t>(b) ^ 0xFFFFFFFFu, kStripe);
     const std::uint32_t crc_abc = crc32c_combine(crc_ab, static_cast<std::uint32_t>(c) ^ 0xFFFFFFFFu, kStripe);
     state = crc_abc ^ 0xFFFFFFFFu;
     p += 3 * kStripe;
@@ -141,7 +141,7 @@ ACCELERATE_CRC32C_FOLD_TARGET inline __m128i fold_lane(__m128i x, Fold fold, __m
 }
 
 ACCELERATE_CRC32C_FOLD_TARGET std::uint32_t update_folded(std::uint32_t state, const unsigned char* p,
-                                                           std::size_t n) noexcept {
+                                                          std::size_t n) noexcept {
   if (n < 1024) return update_hardware(state, p, n);
   // Four accumulators of four blocks each; the running state enters as the
   // first 32 bits of the message, as it does in the byte-wise algorithm.

@@ -98,8 +98,7 @@ struct ReadOutcome {
   std::vector<Piece> pieces;  // as read: `pieces`, some of them split
   std::vector<PieceResult> results;
 };
-ReadOutcome read_pieces(int fd, const std::vector<DirectRead>& items, const std::vector<Piece>& pieces,
-                        int threads) {
+ReadOutcome read_pieces(int fd, const std::vector<DirectRead>& items, const std::vector<Piece>& pieces, int threads) {
   const auto parts = cut_into_parts(pieces, threads);
   std::vector<std::vector<PieceResult>> results(parts.size());
   auto run = [&](std::size_t part) {
@@ -214,7 +213,7 @@ class BatchRanges {
 
  private:
   std::uint64_t ranges_;
-  std::vector<std::size_t> order_;   // item indices in file order
+  std::vector<std::size_t> order_;    // item indices in file order
   std::vector<std::uint64_t> start_;  // position of each item in the batch
   std::vector<std::uint64_t> bytes_;
   std::uint64_t total_ = 0;

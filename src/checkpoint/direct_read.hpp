@@ -44,7 +44,7 @@ enum class Spread {
 
 struct DirectReadOptions {
   const accelerate::detail::DeadlineComm* comm = nullptr;  // the readers, and the deadline of their exchanges
-  int fd = -1;  // the file, open for reading (POSIX reads: safe from several threads at any MPI thread level)
+  int fd = -1;      // the file, open for reading (POSIX reads: safe from several threads at any MPI thread level)
   int threads = 1;  // reading threads of this rank
   /// Broadcast only: a smaller batch is read and checksummed whole by every rank.
   std::uint64_t split_threshold = 0;

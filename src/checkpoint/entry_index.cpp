@@ -14,7 +14,6 @@
 namespace accelerate::checkpoint::detail {
 namespace {
 
-
 // Whether `dataset` (a replicated entry of `info`) can be read as raw bytes,
 // and from where.
 void locate_raw_bytes(hid_t dataset, IndexedEntry& entry, const std::string& where) {
@@ -145,8 +144,7 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
       entry.info.kind = kind == "per_rank" ? EntryKind::PerRank : EntryKind::PerRankBytes;
       entry.info.rows = shape.empty() ? 0 : shape.front();
       if (!shape.empty()) shape.erase(shape.begin());
-      entry.row_crcs =
-          attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "row_crc32c", where), {});
+      entry.row_crcs = attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "row_crc32c", where), {});
       if (entry.info.kind == EntryKind::PerRankBytes) {
         entry.lengths = attribute_or<std::vector<std::int64_t>>(read_attribute(dataset.get(), "lengths", where), {});
       }
@@ -178,8 +176,8 @@ std::map<std::string, IndexedEntry> index_entries(hid_t root, const std::string&
   const herr_t status = H5Lvisit(root, H5_INDEX_NAME, H5_ITER_INC, index_link, &context);
   if (context.damage) std::rethrow_exception(context.damage);
   if (status < 0) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where + "': " +
-                    (context.error.empty() ? "H5Lvisit failed" : context.error));
+    throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where +
+                    "': " + (context.error.empty() ? "H5Lvisit failed" : context.error));
   }
   return entries;
 }

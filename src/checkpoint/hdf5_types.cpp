@@ -14,11 +14,11 @@ struct Entry {
 };
 
 constexpr std::array kEntries{
-    Entry{c10::ScalarType::Float, "float32"},  Entry{c10::ScalarType::Double, "float64"},
-    Entry{c10::ScalarType::Half, "float16"},   Entry{c10::ScalarType::BFloat16, "bfloat16"},
-    Entry{c10::ScalarType::Char, "int8"},      Entry{c10::ScalarType::Byte, "uint8"},
-    Entry{c10::ScalarType::Short, "int16"},    Entry{c10::ScalarType::Int, "int32"},
-    Entry{c10::ScalarType::Long, "int64"},     Entry{c10::ScalarType::Bool, "bool"},
+    Entry{c10::ScalarType::Float, "float32"}, Entry{c10::ScalarType::Double, "float64"},
+    Entry{c10::ScalarType::Half, "float16"},  Entry{c10::ScalarType::BFloat16, "bfloat16"},
+    Entry{c10::ScalarType::Char, "int8"},     Entry{c10::ScalarType::Byte, "uint8"},
+    Entry{c10::ScalarType::Short, "int16"},   Entry{c10::ScalarType::Int, "int32"},
+    Entry{c10::ScalarType::Long, "int64"},    Entry{c10::ScalarType::Bool, "bool"},
 };
 
 // A 16-bit IEEE-style float: sign at bit 15, `exponent_bits` of exponent
@@ -49,8 +49,8 @@ c10::ScalarType dtype_from_name(std::string_view name, std::string_view where) {
   for (const Entry& entry : kEntries) {
     if (entry.name == name) return entry.type;
   }
-  throw ConfigError(accelerate::detail::where() + " checkpoint: dataset '" + std::string(where) +
-                    "' has dtype '" + std::string(name) +
+  throw ConfigError(accelerate::detail::where() + " checkpoint: dataset '" + std::string(where) + "' has dtype '" +
+                    std::string(name) +
                     "', which this version cannot read. Use a newer Accelerate-HPC or re-save the checkpoint.");
 }
 

@@ -49,9 +49,7 @@ class Builder final : public nlohmann::json_sax<Library> {
     return add(Json(static_cast<double>(value)));
   }
   bool string(string_t& value) override { return add(Json(std::move(value))); }
-  bool binary(binary_t& /*value*/) override {
-    refuse("binary values are not JSON");
-  }
+  bool binary(binary_t& /*value*/) override { refuse("binary values are not JSON"); }
   bool start_object(std::size_t /*elements*/) override {
     enter();
     push(/*is_object=*/true);

@@ -53,8 +53,7 @@ class Json {
   [[nodiscard]] const Json* find(const std::string& key) const;
 
  private:
-  std::variant<std::monostate, bool, std::int64_t, double, std::string, std::shared_ptr<Array>,
-               std::shared_ptr<Object>>
+  std::variant<std::monostate, bool, std::int64_t, double, std::string, std::shared_ptr<Array>, std::shared_ptr<Object>>
       value_;
 };
 

@@ -90,8 +90,8 @@ void select_flat_range(hid_t space, const std::vector<hsize_t>& dims, std::int64
   decompose(dims, 0, prefix, begin, begin + count, boxes);
   bool first = true;
   for (const Box& box : boxes) {
-    ACCELERATE_HDF5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, box.start.data(),
-                                              nullptr, box.count.data(), nullptr),
+    ACCELERATE_HDF5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, box.start.data(), nullptr,
+                                              box.count.data(), nullptr),
                           "dataspace selection");
     first = false;
   }

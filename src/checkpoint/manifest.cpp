@@ -44,7 +44,8 @@ bool bool_field(const Json& object, const char* key, std::string_view source) {
 Json manifest_json(const Manifest& manifest) {
   Json::Array files;
   for (const ManifestFile& file : manifest.files) {
-    files.push_back(Json(Json::Object{{"name", Json(file.name)}, {"bytes", Json(static_cast<std::int64_t>(file.bytes))}}));
+    files.push_back(
+        Json(Json::Object{{"name", Json(file.name)}, {"bytes", Json(static_cast<std::int64_t>(file.bytes))}}));
   }
   return Json(Json::Object{
       {"format", Json(manifest.format)},

@@ -85,41 +85,40 @@ const Options& as(const optim::OptimizerOptions& options) {
 
 template <class OptimizerT, class StateT, class OptionsT>
 Codec adam_like(const char* name) {
-  return Codec{
-      name,
-      [](const optim::Optimizer& o) { return is<OptimizerT>(o); },
-      [](const optim::OptimizerParamState& s) {
-        const auto& state = static_cast<const StateT&>(s);
-        return std::pair{Fields{{"exp_avg", state.exp_avg()},
-                                {"exp_avg_sq", state.exp_avg_sq()},
-                                {"max_exp_avg_sq", state.max_exp_avg_sq()}},
-                         std::optional<std::int64_t>(state.step())};
-      },
-      [](const Fields& f, std::optional<std::int64_t> step) -> std::unique_ptr<optim::OptimizerParamState> {
-        auto state = std::make_unique<StateT>();
-        state->step(step.value_or(0));
-        state->exp_avg(field(f, "exp_avg"));
-        state->exp_avg_sq(field(f, "exp_avg_sq"));
-        state->max_exp_avg_sq(field(f, "max_exp_avg_sq"));
-        return state;
-      },
-      [](const optim::OptimizerOptions& o) {
-        const auto& options = as<OptionsT>(o);
-        return Scalars{{"lr", options.lr()},
-                       {"beta1", std::get<0>(options.betas())},
-                       {"beta2", std::get<1>(options.betas())},
-                       {"eps", options.eps()},
-                       {"weight_decay", options.weight_decay()},
-                       {"amsgrad", options.amsgrad() ? 1.0 : 0.0}};
-      },
-      [](optim::OptimizerOptions& o, const Scalars& s) {
-        auto& options = as<OptionsT>(o);
-        options.lr(number(s, "lr"));
-        options.betas(std::make_tuple(number(s, "beta1"), number(s, "beta2")));
-        options.eps(number(s, "eps"));
-        options.weight_decay(number(s, "weight_decay"));
-        options.amsgrad(number(s, "amsgrad") != 0.0);
-      }};
+  return Codec{name,
+               [](const optim::Optimizer& o) { return is<OptimizerT>(o); },
+               [](const optim::OptimizerParamState& s) {
+                 const auto& state = static_cast<const StateT&>(s);
+                 return std::pair{Fields{{"exp_avg", state.exp_avg()},
+                                         {"exp_avg_sq", state.exp_avg_sq()},
+                                         {"max_exp_avg_sq", state.max_exp_avg_sq()}},
+                                  std::optional<std::int64_t>(state.step())};
+               },
+               [](const Fields& f, std::optional<std::int64_t> step) -> std::unique_ptr<optim::OptimizerParamState> {
+                 auto state = std::make_unique<StateT>();
+                 state->step(step.value_or(0));
+                 state->exp_avg(field(f, "exp_avg"));
+                 state->exp_avg_sq(field(f, "exp_avg_sq"));
+                 state->max_exp_avg_sq(field(f, "max_exp_avg_sq"));
+                 return state;
+               },
+               [](const optim::OptimizerOptions& o) {
+                 const auto& options = as<OptionsT>(o);
+                 return Scalars{{"lr", options.lr()},
+                                {"beta1", std::get<0>(options.betas())},
+                                {"beta2", std::get<1>(options.betas())},
+                                {"eps", options.eps()},
+                                {"weight_decay", options.weight_decay()},
+                                {"amsgrad", options.amsgrad() ? 1.0 : 0.0}};
+               },
+               [](optim::OptimizerOptions& o, const Scalars& s) {
+                 auto& options = as<OptionsT>(o);
+                 options.lr(number(s, "lr"));
+                 options.betas(std::make_tuple(number(s, "beta1"), number(s, "beta2")));
+                 options.eps(number(s, "eps"));
+                 options.weight_decay(number(s, "weight_decay"));
+                 options.amsgrad(number(s, "amsgrad") != 0.0);
+               }};
 }
 
 const std::vector<Codec>& codecs() {
@@ -199,9 +198,12 @@ const std::vector<Codec>& codecs() {
             },
             [](const optim::OptimizerOptions& o) {
               const auto& options = as<optim::RMSpropOptions>(o);
-              return Scalars{{"lr", options.lr()},           {"alpha", options.alpha()},
-                             {"eps", options.eps()},         {"weight_decay", options.weight_decay()},
-                             {"momentum", options.momentum()}, {"centered", options.centered() ? 1.0 : 0.0}};
+              return Scalars{{"lr", options.lr()},
+                             {"alpha", options.alpha()},
+                             {"eps", options.eps()},
+                             {"weight_decay", options.weight_decay()},
+                             {"momentum", options.momentum()},
+                             {"centered", options.centered() ? 1.0 : 0.0}};
             },
             [](optim::OptimizerOptions& o, const Scalars& s) {
               auto& options = as<optim::RMSpropOptions>(o);
@@ -298,8 +300,9 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
   }
   const auto saved_sizes = reader.attribute(group, "param_group_sizes");
   if (!saved_sizes || std::get<std::vector<std::int64_t>>(*saved_sizes) != group_sizes) {
-    throw ConfigError(where + ": the parameter groups differ (the checkpoint's sizes do not match this "
-                              "optimizer's). Build the optimizer over the same parameters in the same order.");
+    throw ConfigError(where +
+                      ": the parameter groups differ (the checkpoint's sizes do not match this "
+                      "optimizer's). Build the optimizer over the same parameters in the same order.");
   }
 
   // Read everything first, then replace the optimizer's state in one go.
@@ -346,7 +349,8 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
   for (const auto& [index, tensors] : fields) {
     state[state_key<Map>(parameters[index])] = codec.make_state(tensors, steps[index]);
   }
-  for (std::size_t g = 0; g < options.size(); ++g) codec.load_options(optimizer.param_groups()[g].options(), options[g]);
+  for (std::size_t g = 0; g < options.size(); ++g)
+    codec.load_options(optimizer.param_groups()[g].options(), options[g]);
 }
 
 }  // namespace accelerate::checkpoint::detail

@@ -54,8 +54,7 @@ void close_parallel_file(File& file, MPI_Comm comm, std::chrono::milliseconds li
     file.release();
     return;
   }
-  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fclose of '" + std::string(what) + "'",
-                                                          limit);
+  const accelerate::detail::BlockingCallWatchdog watchdog("checkpoint: H5Fclose of '" + std::string(what) + "'", limit);
   file.close(what);
 }
 

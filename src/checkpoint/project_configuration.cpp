@@ -16,8 +16,9 @@ void ProjectConfiguration::validate() const {
     throw ConfigError(accelerate::detail::where() + " ProjectConfiguration: " + what);
   };
   if (automatic_checkpoint_naming && project_dir.empty()) {
-    fail("automatic_checkpoint_naming=true needs project_dir (checkpoints go to <project_dir>/checkpoints). "
-         "Set project_dir or call set_directories().");
+    fail(
+        "automatic_checkpoint_naming=true needs project_dir (checkpoints go to <project_dir>/checkpoints). "
+        "Set project_dir or call set_directories().");
   }
   if (total_limit && *total_limit < 1) {
     fail("total_limit=" + std::to_string(*total_limit) +

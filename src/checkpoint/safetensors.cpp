@@ -30,10 +30,11 @@ struct DtypeCode {
   at::ScalarType type;
   const char* code;
 };
-constexpr std::array kCodes{DtypeCode{at::kFloat, "F32"},  DtypeCode{at::kDouble, "F64"}, DtypeCode{at::kHalf, "F16"},
-                            DtypeCode{at::kBFloat16, "BF16"}, DtypeCode{at::kChar, "I8"},  DtypeCode{at::kByte, "U8"},
-                            DtypeCode{at::kShort, "I16"},  DtypeCode{at::kInt, "I32"},    DtypeCode{at::kLong, "I64"},
-                            DtypeCode{at::kBool, "BOOL"}};
+constexpr std::array kCodes{DtypeCode{at::kFloat, "F32"}, DtypeCode{at::kDouble, "F64"},
+                            DtypeCode{at::kHalf, "F16"},  DtypeCode{at::kBFloat16, "BF16"},
+                            DtypeCode{at::kChar, "I8"},   DtypeCode{at::kByte, "U8"},
+                            DtypeCode{at::kShort, "I16"}, DtypeCode{at::kInt, "I32"},
+                            DtypeCode{at::kLong, "I64"},  DtypeCode{at::kBool, "BOOL"}};
 
 [[noreturn]] void fail(const std::string& what) {
   throw ConfigError(accelerate::detail::where() + " safetensors: " + what);
@@ -163,8 +164,9 @@ std::map<std::string, at::Tensor> load_safetensors(const fs::path& file) {
   if (!in || error) fail("cannot open '" + file.string() + "'" + (error ? ": " + error.message() : "") + ".");
   std::array<char, 8> prefix{};
   in.read(prefix.data(), 8);
-  const std::uint64_t length = detail::safetensors_header_length(
-      std::string_view(prefix.data(), static_cast<std::size_t>(in.gcount())), file_size, file.string());
+  const std::uint64_t length =
+      detail::safetensors_header_length(std::string_view(prefix.data(), static_cast<std::size_t>(in.gcount())),
+                                        file_size, file.string());
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
   if (!in) fail("'" + file.string() + "' is truncated (its header).");
@@ -217,8 +219,8 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
           index = entry.path();
         }
       }
-      if (index.empty()) fail("'" + checkpoint.string() + "' holds neither " + std::string(SAFE_WEIGHTS_NAME) +
-                              " nor an .index.json.");
+      if (index.empty())
+        fail("'" + checkpoint.string() + "' holds neither " + std::string(SAFE_WEIGHTS_NAME) + " nor an .index.json.");
     }
   } else if (checkpoint.string().ends_with(".json")) {
     index = checkpoint;
@@ -244,7 +246,8 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
     expected.push_back({name, dtype_name_of(tensor.scalar_type()), tensor.sizes().vec()});
   }
   std::vector<TensorSpec> found;
-  for (const auto& [name, tensor] : loaded) found.push_back({name, dtype_name_of(tensor.scalar_type()), tensor.sizes().vec()});
+  for (const auto& [name, tensor] : loaded)
+    found.push_back({name, dtype_name_of(tensor.scalar_type()), tensor.sizes().vec()});
   KeyReport report = compare_keys(expected, found);
   if (strict && !report.empty()) {
     fail("'" + checkpoint.string() + "' does not match the model (strict loading):\n" + report.to_string() +

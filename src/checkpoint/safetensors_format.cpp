@@ -6,6 +6,7 @@
 #include <set>
 
 #include "accelerate/error.hpp"
+#include "accelerate/format.hpp"
 #include "checkpoint/json.hpp"
 
 namespace accelerate::checkpoint::detail {
@@ -19,7 +20,8 @@ constexpr std::array kSizes{CodeSize{"F32", 4}, CodeSize{"F64", 8}, CodeSize{"F1
                             CodeSize{"I8", 1},  CodeSize{"U8", 1},  CodeSize{"I16", 2}, CodeSize{"I32", 4},
                             CodeSize{"I64", 8}, CodeSize{"BOOL", 1}};
 
-constexpr std::string_view kDamaged = " The file is damaged or was not written by a safetensors writer; export it again.";
+constexpr std::string_view kDamaged =
+    " The file is damaged or was not written by a safetensors writer; export it again.";
 
 [[noreturn]] void fail(std::string_view file, const std::string& what) {
   throw ConfigError(accelerate::detail::where() + " safetensors: '" + std::string(file) + "': " + what);
@@ -39,7 +41,8 @@ std::uint64_t non_negative(const Json& value, const std::string& what, const std
   return static_cast<std::uint64_t>(value.integer());
 }
 
-SafetensorsEntry parse_entry(const std::string& name, const Json& info, std::uint64_t data_bytes, std::string_view file) {
+SafetensorsEntry parse_entry(const std::string& name, const Json& info, std::uint64_t data_bytes,
+                             std::string_view file) {
   if (!info.is_object()) fail(file, "tensor '" + name + "' is not a JSON object." + std::string(kDamaged));
   SafetensorsEntry entry;
   entry.name = name;
@@ -104,7 +107,8 @@ std::uint64_t safetensors_header_length(std::string_view first_bytes, std::uint6
     fail(file, "is not a safetensors file: it is shorter than the 8-byte header length.");
   }
   std::uint64_t length = 0;
-  for (int b = 7; b >= 0; --b) length = (length << 8) | static_cast<unsigned char>(first_bytes[static_cast<std::size_t>(b)]);
+  for (int b = 7; b >= 0; --b)
+    length = (length << 8) | static_cast<unsigned char>(first_bytes[static_cast<std::size_t>(b)]);
   if (length > kMaxSafetensorsHeaderBytes) {
     fail(file, "is not a safetensors file: its header length " + std::to_string(length) + " exceeds the limit of " +
                    std::to_string(kMaxSafetensorsHeaderBytes) + " bytes.");
@@ -151,8 +155,9 @@ std::vector<std::string> parse_safetensors_index(std::string_view text, std::str
       start = slash + 1;
     }
     if (escapes) {
-      fail(file, "the weight map sends '" + name + "' to '" + path +
-                     "', which is outside the index's directory; shard names must be relative paths without '..'.");
+      fail(file, accelerate::format("the weight map sends '{}' to '{}', which is outside the index's directory; shard "
+                                    "names must be relative paths without '..'.",
+                                    name, path));
     }
     shards.insert(path);
   }

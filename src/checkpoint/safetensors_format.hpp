@@ -33,8 +33,7 @@ std::size_t safetensors_element_size(std::string_view code);
 /// The header length encoded in `first_bytes` (what could be read of the first 8 bytes
 /// of `file`, `file_size` bytes long). Throws ConfigError when the file is shorter than
 /// 8 bytes, the header is larger than kMaxSafetensorsHeaderBytes or runs past the end.
-std::uint64_t safetensors_header_length(std::string_view first_bytes, std::uint64_t file_size,
-                                        std::string_view file);
+std::uint64_t safetensors_header_length(std::string_view first_bytes, std::uint64_t file_size, std::string_view file);
 
 /// The tensors of the JSON header `text`, followed in `file` by `data_bytes` bytes of data
 /// ("__metadata__" is skipped). Throws ConfigError when the header is not an object of

@@ -77,19 +77,21 @@ void read_rng_states(CheckpointReader& reader) {
   states.torch = reader.read_per_rank(group + "/torch");
   const auto devices = reader.attribute(group, "cuda_devices");
   const std::int64_t count = devices ? std::get<std::int64_t>(*devices) : 0;
-  for (std::int64_t d = 0; d < count; ++d) states.cuda.push_back(reader.read_per_rank(group + "/cuda_" + std::to_string(d)));
+  for (std::int64_t d = 0; d < count; ++d)
+    states.cuda.push_back(reader.read_per_rank(group + "/cuda_" + std::to_string(d)));
   try {
     restore_rng_states(states);
   } catch (const std::exception& error) {
-    throw ConfigError("checkpoint '" + reader.file().string() + "': the random states cannot be restored: " +
-                      error.what());
+    throw ConfigError("checkpoint '" + reader.file().string() +
+                      "': the random states cannot be restored: " + error.what());
   }
 }
 
 void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
     const std::string group = indexed_group(MODEL_NAME, i);
-    for (const auto& [name, tensor] : module_state(*refs.models[i])) writer.write_replicated(group + "/" + name, tensor);
+    for (const auto& [name, tensor] : module_state(*refs.models[i]))
+      writer.write_replicated(group + "/" + name, tensor);
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
     detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i]);
@@ -179,8 +181,9 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
 
 }  // namespace
 
-fs::path save_training_state(const State& state, ProjectConfiguration& project, const std::optional<fs::path>& output_dir,
-                             const TrainingStateRefs& refs, CheckpointInfo info) {
+fs::path save_training_state(const State& state, ProjectConfiguration& project,
+                             const std::optional<fs::path>& output_dir, const TrainingStateRefs& refs,
+                             CheckpointInfo info) {
   // Entry barrier with the job's timeout: calling save_state on the main
   // process only is a common mistake, and must not hang in MPI-IO.
   state.wait_for_everyone(kSaveStateIsCollective);
@@ -196,8 +199,9 @@ fs::path save_training_state(const State& state, ProjectConfiguration& project, 
   } else if (output_dir) {
     directory = *output_dir;
   } else {
-    throw ConfigError("save_state: no directory given. Pass one, or set ProjectConfiguration::project_dir with "
-                      "automatic_checkpoint_naming = true.");
+    throw ConfigError(
+        "save_state: no directory given. Pass one, or set ProjectConfiguration::project_dir with "
+        "automatic_checkpoint_naming = true.");
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
     detail::check_optimizer_supported(*refs.optimizers[i], indexed_group(OPTIMIZER_NAME, i));
@@ -273,10 +277,10 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
   } else {
     const auto latest = find_latest_checkpoint(state, project);
     if (!latest) {
-      throw ConfigError("load_state: no directory given and no complete checkpoint under '" +
-                        (project.project_dir.empty() ? std::string("(project_dir unset)")
-                                                     : checkpoints_directory(project).string()) +
-                        "'. Pass a checkpoint directory, or save one first.");
+      throw ConfigError(
+          "load_state: no directory given and no complete checkpoint under '" +
+          (project.project_dir.empty() ? std::string("(project_dir unset)") : checkpoints_directory(project).string()) +
+          "'. Pass a checkpoint directory, or save one first.");
     }
     loaded.directory = *latest;
   }
@@ -288,7 +292,8 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
       std::cerr << accelerate::detail::where() << " load_state: " << *recovered << "\n";
     }
   }
-  const int complete = file_comm(state, project).rank() != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
+  const int complete =
+      file_comm(state, project).rank() != 0 || read_complete_manifest(loaded.directory).has_value() ? 1 : 0;
   const int all_complete = world_comm(state).all_reduce(complete, accelerate::detail::Reduce::Min,
                                                         "load_state (is the checkpoint complete on every rank?)");
   if (all_complete == 0) {
@@ -296,9 +301,7 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
                       "' is not a complete checkpoint on every rank (no manifest.json, or a file listed in it is "
                       "missing or truncated). Pass a checkpoint directory written by save_state.");
   }
-  CheckpointReader reader({.comm = file_comm(state, project).get(),
-                           .file = file,
-                           .timeout = state.timeout()});
+  CheckpointReader reader({.comm = file_comm(state, project).get(), .file = file, .timeout = state.timeout()});
   read_state(reader, refs, strict, file_comm(state, project).size(), loaded);
   const CheckpointHeader& header = reader.header();
   loaded.step = header.step;

@@ -62,8 +62,8 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
 }
 
 std::unique_ptr<CLI::App> env_app() {
-  return std::make_unique<CLI::App>(
-      "Print versions, enabled features and, under mpirun or srun, one line per rank.", "accelerate-hpc env");
+  return std::make_unique<CLI::App>("Print versions, enabled features and, under mpirun or srun, one line per rank.",
+                                    "accelerate-hpc env");
 }
 
 std::unique_ptr<CLI::App> config_app(ConfigArguments& out) {
@@ -127,8 +127,9 @@ std::unique_ptr<CLI::App> tool_app() {
   app->add_subcommand("config", "write (or show) the default configuration file the Accelerator reads");
   app->add_subcommand("inspect", "<checkpoint>: step, world size, datasets, bytes, and a checksum verification");
   app->add_subcommand("convert", "<checkpoint> --to safetensors: export the model of a checkpoint");
-  app->add_subcommand("completion", "bash: print a bash completion script (source it, or install it as "
-                                    "/etc/bash_completion.d/accelerate-hpc)");
+  app->add_subcommand("completion",
+                      "bash: print a bash completion script (source it, or install it as "
+                      "/etc/bash_completion.d/accelerate-hpc)");
   app->add_subcommand("help", "print this message");
   return app;
 }
@@ -146,8 +147,8 @@ std::optional<int> parse_or_report(CLI::App& app, std::span<const std::string_vi
     std::cout << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::ParseError& error) {
-    std::cerr << app.get_name() << ": " << error.what() << "\n" << usage << "run '" << app.get_name()
-              << " --help' for the options\n";
+    std::cerr << app.get_name() << ": " << error.what() << "\n"
+              << usage << "run '" << app.get_name() << " --help' for the options\n";
     return 2;
   } catch (const std::exception& error) {  // a converter's own exception: still a usage error
     std::cerr << app.get_name() << ": " << error.what() << "\n" << usage;

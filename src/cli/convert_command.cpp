@@ -39,17 +39,16 @@ namespace {
 
 /// The torch dtype of a checkpoint's dtype attribute ("float32", ...).
 std::optional<at::ScalarType> scalar_type_of(std::string_view name) {
-  static const std::array<std::pair<std::string_view, at::ScalarType>, 10> kTypes{
-      {{"float32", at::kFloat},
-       {"float64", at::kDouble},
-       {"float16", at::kHalf},
-       {"bfloat16", at::kBFloat16},
-       {"int8", at::kChar},
-       {"uint8", at::kByte},
-       {"int16", at::kShort},
-       {"int32", at::kInt},
-       {"int64", at::kLong},
-       {"bool", at::kBool}}};
+  static const std::array<std::pair<std::string_view, at::ScalarType>, 10> kTypes{{{"float32", at::kFloat},
+                                                                                   {"float64", at::kDouble},
+                                                                                   {"float16", at::kHalf},
+                                                                                   {"bfloat16", at::kBFloat16},
+                                                                                   {"int8", at::kChar},
+                                                                                   {"uint8", at::kByte},
+                                                                                   {"int16", at::kShort},
+                                                                                   {"int32", at::kInt},
+                                                                                   {"int64", at::kLong},
+                                                                                   {"bool", at::kBool}}};
   for (const auto& [text, type] : kTypes) {
     if (text == name) return type;
   }
@@ -82,8 +81,8 @@ int run_convert(std::span<const std::string_view> args) {
                 << "' has no valid manifest.json (an interrupted save?); converting what is there, "
                    "every dataset is still checked against its checksum\n";
     }
-    file /= manifest && !manifest->files.empty() ? fs::path(manifest->files.front().name)
-                                                 : fs::path(ckpt::STATE_FILE_NAME);
+    file /=
+        manifest && !manifest->files.empty() ? fs::path(manifest->files.front().name) : fs::path(ckpt::STATE_FILE_NAME);
   }
   if (!fs::is_regular_file(file, ignored)) {
     return fail("'" + file.string() + "' does not exist. Pass a checkpoint directory (holding " +
@@ -103,7 +102,8 @@ int run_convert(std::span<const std::string_view> args) {
       return fail("'" + file.string() + ":/" + entry.spec.name + "' has dtype '" + entry.spec.dtype +
                   "', which safetensors cannot store.");
     }
-    model.emplace(entry.spec.name.substr(group.size() + 1), at::empty(entry.spec.shape, at::TensorOptions().dtype(*type)));
+    model.emplace(entry.spec.name.substr(group.size() + 1),
+                  at::empty(entry.spec.shape, at::TensorOptions().dtype(*type)));
   }
   if (model.empty()) {
     return fail("'" + file.string() + "' has no model entries (no datasets under /" + group +
@@ -117,8 +117,8 @@ int run_convert(std::span<const std::string_view> args) {
     std::uint64_t bytes = 0;
     for (const auto& [name, tensor] : tensors) bytes += tensor.nbytes();
     const auto written = ckpt::save_model(tensors, parsed->output, {.max_shard_size = parsed->max_shard_size});
-    std::cout << "converted " << tensors.size() << " tensors (" << bytes << " bytes) of " << file.string()
-              << " to " << parsed->output.string() << ":";
+    std::cout << "converted " << tensors.size() << " tensors (" << bytes << " bytes) of " << file.string() << " to "
+              << parsed->output.string() << ":";
     for (const fs::path& path : written) std::cout << " " << path.filename().string();
     std::cout << "\n";
     if (skipped > 0) std::cout << "  skipped " << skipped << " per-rank entries of /" << group << "/\n";

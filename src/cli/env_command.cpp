@@ -28,8 +28,7 @@ int run_env(std::span<const std::string_view> args) {
   std::ostringstream out;
   out << "Accelerate-HPC environment\n\n";
   for (const ComponentInfo& c : build_components()) {
-    out << "- " << std::left << std::setw(16) << (c.name + ":")
-        << (c.enabled ? c.version : std::string("off"));
+    out << "- " << std::left << std::setw(16) << (c.name + ":") << (c.enabled ? c.version : std::string("off"));
     if (!c.detail.empty()) out << " (" << c.detail << ")";
     out << '\n';
   }

@@ -42,8 +42,8 @@ int run_inspect(std::span<const std::string_view> args) {
       std::cout << "checkpoint " << file.string() << ": "
                 << (complete ? "complete (manifest valid)" : "INCOMPLETE (no valid manifest.json)") << "\n";
     }
-    file /= manifest && !manifest->files.empty() ? fs::path(manifest->files.front().name)
-                                                 : fs::path(ckpt::STATE_FILE_NAME);
+    file /=
+        manifest && !manifest->files.empty() ? fs::path(manifest->files.front().name) : fs::path(ckpt::STATE_FILE_NAME);
   }
   ckpt::CheckpointReader reader({.comm = state.world_comm(), .file = file, .verify_checksums = false});
   const auto& h = reader.header();
@@ -51,8 +51,8 @@ int run_inspect(std::span<const std::string_view> args) {
     std::cout << "file " << file.string() << "\n"
               << "  format " << h.format << " v" << h.format_version << ", written by Accelerate-HPC "
               << h.library_version << " with LibTorch " << h.torch_version << " on " << h.created << "\n"
-              << "  step " << h.step << ", iteration " << h.iteration << ", world size " << h.world_size
-              << ", nodes " << h.num_nodes << ", mixed precision " << h.mixed_precision << "\n";
+              << "  step " << h.step << ", iteration " << h.iteration << ", world size " << h.world_size << ", nodes "
+              << h.num_nodes << ", mixed precision " << h.mixed_precision << "\n";
   }
   ckpt::CheckpointReader verifier({.comm = state.world_comm(), .file = file});
   std::uint64_t total = 0;

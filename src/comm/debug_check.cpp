@@ -43,7 +43,8 @@ std::string render(const Signature& s) {
   out << s.operation.data();
   if (s.ndim >= 0) {
     out << ' ' << c10::toString(static_cast<c10::ScalarType>(s.dtype)) << " [";
-    for (int d = 0; d < std::min<int>(s.ndim, kMaxDims); ++d) out << (d ? ", " : "") << s.sizes[static_cast<std::size_t>(d)];
+    for (int d = 0; d < std::min<int>(s.ndim, kMaxDims); ++d)
+      out << (d ? ", " : "") << s.sizes[static_cast<std::size_t>(d)];
     if (s.ndim > kMaxDims) out << ", …";
     out << "] on " << c10::DeviceTypeName(static_cast<c10::DeviceType>(s.device), true);
   }
@@ -71,15 +72,16 @@ void verify_collective(MPI_Comm control, std::string_view group, std::string_vie
   const Signature mine = describe(operation, tensor, root);
   std::vector<Signature> all(static_cast<std::size_t>(size));
   MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Iallgather(&mine, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE,
-                                      control, &request));
+  ACCELERATE_MPI_CHECK(
+      MPI_Iallgather(&mine, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE, control, &request));
   wait_with_timeout(request, timeout, "debug-mode check before " + std::string(operation), control);
   const bool consistent =
       std::all_of(all.begin(), all.end(), [&](const Signature& other) { return agree(all.front(), other, rule); });
   if (consistent) return;
   std::string message = where() + " Cannot apply " + std::string(operation) + " on group '" + std::string(group) +
                         "': the processes disagree on what to do (ACCELERATE_DEBUG_MODE check).";
-  for (int r = 0; r < size; ++r) message += "\n  - Process " + std::to_string(r) + ": " + render(all[static_cast<std::size_t>(r)]);
+  for (int r = 0; r < size; ++r)
+    message += "\n  - Process " + std::to_string(r) + ": " + render(all[static_cast<std::size_t>(r)]);
   message += rule == ShapeRule::Trailing ? "\nAll dimensions but the first, the dtype and the device must match."
                                          : "\nShapes, dtypes and devices must match on every process.";
   throw CollectiveMismatch(message);

@@ -10,8 +10,8 @@ std::vector<char> serialize_object(const c10::IValue& object) {
   try {
     return torch::pickle_save(object);
   } catch (const c10::Error& error) {
-    throw ConfigError(where() + " object collective: cannot serialise a value of type " + object.tagKind() +
-                      " (" + error.what_without_backtrace() +
+    throw ConfigError(where() + " object collective: cannot serialise a value of type " + object.tagKind() + " (" +
+                      error.what_without_backtrace() +
                       "). Objects may nest lists, tuples, string-keyed dicts, strings, numbers, bools and tensors.");
   }
 }

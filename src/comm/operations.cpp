@@ -162,7 +162,8 @@ c10::IValue rebuild(const c10::IValue& node, const std::string& path, const Leaf
     std::vector<std::pair<c10::IValue, c10::IValue>> items;
     items.reserve(dict.size());
     for (const auto& entry : dict) {
-      const bool skip = skip_keys != nullptr && entry.key().isString() && skip_keys->count(entry.key().toStringRef()) > 0;
+      const bool skip =
+          skip_keys != nullptr && entry.key().isString() && skip_keys->count(entry.key().toStringRef()) > 0;
       items.emplace_back(entry.key(),
                          skip ? entry.value() : rebuild(entry.value(), key_path(path, entry.key()), mapper, skip_keys));
     }
@@ -519,8 +520,9 @@ c10::IValue recursively_apply(const LeafFunction& func, const c10::IValue& data,
 c10::IValue gather(ProcessGroup& group, const c10::IValue& data) {
   // Every dimension but the first, the dtype and the device must agree.
   Inventory inventory = take_inventory(data, [](const at::Tensor& tensor) {
-    const std::vector<int64_t> sizes =
-        tensor.dim() == 0 ? std::vector<int64_t>{1} : std::vector<int64_t>(tensor.sizes().begin(), tensor.sizes().end());
+    const std::vector<int64_t> sizes = tensor.dim() == 0
+                                           ? std::vector<int64_t>{1}
+                                           : std::vector<int64_t>(tensor.sizes().begin(), tensor.sizes().end());
     return "Tensor " + dtype_name(tensor.scalar_type()) + " " + sizes_text(sizes, true) + " on " + device_type(tensor);
   });
   agree(group, "gather", inventory.problem, inventory.entries,
@@ -639,12 +641,13 @@ c10::IValue reduce(ProcessGroup& group, const c10::IValue& data, std::string_vie
   return replace_tensors(data, reduced);
 }
 
-c10::IValue pad_across_processes(ProcessGroup& group, const c10::IValue& data, int64_t dim,
-                                 const at::Scalar& pad_index, bool pad_first) {
+c10::IValue pad_across_processes(ProcessGroup& group, const c10::IValue& data, int64_t dim, const at::Scalar& pad_index,
+                                 bool pad_first) {
   // Only the structure and the number of dimensions matter: the sizes along
   // `dim` are what the ranks exchange.
-  Inventory inventory = take_inventory(
-      data, [](const at::Tensor& tensor) { return "Tensor with " + std::to_string(tensor.dim()) + " dims"; });
+  Inventory inventory = take_inventory(data, [](const at::Tensor& tensor) {
+    return "Tensor with " + std::to_string(tensor.dim()) + " dims";
+  });
   inventory.entries.insert(inventory.entries.begin(), "dim=" + std::to_string(dim));
   agree(group, "pad_across_processes", inventory.problem, inventory.entries,
         "Every rank must pass the same dim and the same structure, with tensors of the same number of dimensions.");

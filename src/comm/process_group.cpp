@@ -137,7 +137,7 @@ ProcessGroup::~ProcessGroup() {
   // NCCL before MPI: its teardown may still need the MPI side alive.
   nccl_.reset();
   mpi_.reset();
-  control_board_.reset();  // detaches from control_, which must still exist
+  control_board_.reset();                      // detaches from control_, which must still exist
   const detail::UniqueComm control(control_);  // freed unless a control operation timed out
 }
 
@@ -151,9 +151,9 @@ std::unique_ptr<ProcessGroup> ProcessGroup::node(const State& state, ProcessGrou
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::cross_node(const State& state, ProcessGroupOptions options) {
-  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
-      state, state.cross_node_comm(), "cross-node (local rank " + std::to_string(state.local_process_index()) + ")",
-      options));
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(state, state.cross_node_comm(),
+                       "cross-node (local rank " + std::to_string(state.local_process_index()) + ")", options));
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const std::vector<int>& ranks,
@@ -196,7 +196,8 @@ Backend& ProcessGroup::backend_for(const c10::Device& device) {
       throw ConfigError(detail::where() + " group '" + name_ + "': " + no_nccl_reason_);
     }
     if (!nccl_) {
-      throw ConfigError(detail::where() + " group '" + name_ + "': got a CUDA tensor, but the group was created "
+      throw ConfigError(detail::where() + " group '" + name_ +
+                        "': got a CUDA tensor, but the group was created "
                         "for the CPU (the State's device is cpu: no GPU visible, or cpu=true). Move the tensor "
                         "to the CPU or run with GPUs.");
     }
@@ -285,7 +286,8 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& input, const AllGatherOpti
 
 at::Tensor ProcessGroup::all_gather_varying(const at::Tensor& input, const AllGatherOptions& options) {
   if (input.dim() == 0) {
-    throw ConfigError(detail::where() + " all_gather_varying: a 0-d tensor has no first dimension to vary; "
+    throw ConfigError(detail::where() +
+                      " all_gather_varying: a 0-d tensor has no first dimension to vary; "
                       "use all_gather, or reshape to [1].");
   }
   verify("all_gather_varying", &input, 0, static_cast<int>(ShapeRule::Trailing));
@@ -371,8 +373,8 @@ std::vector<std::vector<char>> ProcessGroup::exchange_bytes(const std::vector<ch
 
 void ProcessGroup::broadcast_object(c10::IValue& object, int root) {
   if (root < 0 || root >= size_) {
-    throw ConfigError(detail::where() + " broadcast_object: root " + std::to_string(root) + " is not a rank of group '" +
-                      name_ + "'.");
+    throw ConfigError(detail::where() + " broadcast_object: root " + std::to_string(root) +
+                      " is not a rank of group '" + name_ + "'.");
   }
   verify("broadcast_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
   std::vector<char> bytes;

@@ -24,8 +24,8 @@ void check_numel(const at::Tensor& tensor, int64_t expected, const char* operati
                  const std::string& rule) {
   if (tensor.numel() != expected) {
     throw ConfigError(where() + " " + operation + ": the " + role + " tensor " + shape_of(tensor) + " has " +
-                      std::to_string(tensor.numel()) + " elements but " + std::to_string(expected) +
-                      " are needed (" + rule + ").");
+                      std::to_string(tensor.numel()) + " elements but " + std::to_string(expected) + " are needed (" +
+                      rule + ").");
   }
 }
 

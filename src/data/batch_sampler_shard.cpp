@@ -56,8 +56,10 @@ void check_shard_arguments(std::string_view component, std::optional<int64_t> ba
     fail(component, "split_batches cuts every batch into " + std::to_string(num_processes) +
                         " equal slices, one per process, so the batch size must be a multiple of " +
                         std::to_string(num_processes) + ", but it is " + std::to_string(size) +
-                        ". Use a batch size of " + sizes + ", or set split_batches to false so that every process "
-                        "draws whole batches of " + std::to_string(size) + ".");
+                        ". Use a batch size of " + sizes +
+                        ", or set split_batches to false so that every process "
+                        "draws whole batches of " +
+                        std::to_string(size) + ".");
   }
 }
 
@@ -93,21 +95,22 @@ BatchSamplerShard BatchSamplerShard::sequential(int64_t dataset_size, int64_t ba
   return shard;
 }
 
-BatchSamplerShard BatchSamplerShard::from_batches(const std::vector<Batch>& batches,
-                                                  std::optional<int64_t> batch_size, bool drop_last,
-                                                  const BatchSamplerShardOptions& options) {
+BatchSamplerShard BatchSamplerShard::from_batches(const std::vector<Batch>& batches, std::optional<int64_t> batch_size,
+                                                  bool drop_last, const BatchSamplerShardOptions& options) {
   constexpr std::string_view component = "BatchSamplerShard::from_batches";
   detail::check_shard_arguments(component, batch_size, options.num_processes, options.process_index,
                                 options.split_batches);
   if (!batch_size) {
     if (options.split_batches) {
-      fail(component, "split_batches cuts every batch into equal slices and needs a fixed batch size, but none "
-                      "was given (varying batches). Pass the batch size, or set split_batches to false.");
+      fail(component,
+           "split_batches cuts every batch into equal slices and needs a fixed batch size, but none "
+           "was given (varying batches). Pass the batch size, or set split_batches to false.");
     }
     if (options.even_batches) {
-      fail(component, "even_batches completes the last round with batches of the batch size, but the batches "
-                      "vary in size (no batch size was given). Set even_batches to false "
-                      "(DataLoaderConfiguration::even_batches), or pass the batch size.");
+      fail(component,
+           "even_batches completes the last round with batches of the batch size, but the batches "
+           "vary in size (no batch size was given). Set even_batches to false "
+           "(DataLoaderConfiguration::even_batches), or pass the batch size.");
     }
   }
   const int64_t count = static_cast<int64_t>(batches.size());
@@ -115,14 +118,14 @@ BatchSamplerShard BatchSamplerShard::from_batches(const std::vector<Batch>& batc
     const auto size = static_cast<int64_t>(batches[static_cast<std::size_t>(k)].size());
     const std::string name = "batch " + std::to_string(k) + " of " + std::to_string(count);
     if (size == 0) {
-      fail(component, name + " is empty. A batch sampler yields batches of at least one sample; remove the "
-                             "empty batch.");
+      fail(component, name +
+                          " is empty. A batch sampler yields batches of at least one sample; remove the "
+                          "empty batch.");
     }
     if (!batch_size) continue;
     if (size > *batch_size || (size < *batch_size && k + 1 < count)) {
       fail(component, name + " has " + std::to_string(size) + (size == 1 ? " sample" : " samples") +
-                          ", but the batch size is " +
-                          std::to_string(*batch_size) +
+                          ", but the batch size is " + std::to_string(*batch_size) +
                           "; every batch but the last must be full, and none larger. Pass std::nullopt as the "
                           "batch size to shard batches of varying size (with even_batches false).");
     }
@@ -184,11 +187,10 @@ int64_t BatchSamplerShard::sample_at(int64_t position) const {
 
 BatchSamplerShard::Batch BatchSamplerShard::batch(int64_t i) const {
   if (i < 0 || i >= size_) {
-    fail("BatchSamplerShard::batch", "there is no batch " + std::to_string(i) + "; process " +
-                                         std::to_string(options_.process_index) + " has " + std::to_string(size_) +
-                                         " batch" + (size_ == 1 ? "" : "es") +
-                                         (size_ > 0 ? ", numbered 0.." + std::to_string(size_ - 1) : "") +
-                                         ". Stay below size().");
+    fail("BatchSamplerShard::batch",
+         "there is no batch " + std::to_string(i) + "; process " + std::to_string(options_.process_index) + " has " +
+             std::to_string(size_) + " batch" + (size_ == 1 ? "" : "es") +
+             (size_ > 0 ? ", numbered 0.." + std::to_string(size_ - 1) : "") + ". Stay below size().");
   }
   Batch result;
   if (batch_size_ == 0) {

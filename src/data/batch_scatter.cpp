@@ -122,8 +122,10 @@ std::optional<BatchScatter::Slice> BatchScatter::exchange(std::optional<Global> 
   if (header[0] == kFailure) {
     c10::IValue text;
     group_->broadcast_object(text, 0);
-    const std::string message = detail::where() + " DataLoaderDispatcher: the main process (rank 0), which loads "
-                                                  "the batches, failed: " + text.toStringRef();
+    const std::string message = detail::where() +
+                                " DataLoaderDispatcher: the main process (rank 0), which loads "
+                                "the batches, failed: " +
+                                text.toStringRef();
     if (header[1] == kConfigFailure) throw ConfigError(message);
     throw Error(message);
   }

@@ -31,9 +31,10 @@ void DataLoader::attach_state(const State* state, const std::vector<std::string>
   if (state != nullptr) state_watch_ = state->lifetime().watch();
   if (rng_types.empty()) return;
   if (state == nullptr) {
-    detail::loader_error(component, "rng_types asks for generators to be synchronised across processes, but the "
-                                    "loader was built from a DataLoaderPlacement, without a State to communicate "
-                                    "through. Build the loader from a State, or leave rng_types empty.");
+    detail::loader_error(component,
+                         "rng_types asks for generators to be synchronised across processes, but the "
+                         "loader was built from a DataLoaderPlacement, without a State to communicate "
+                         "through. Build the loader from a State, or leave rng_types empty.");
   }
   rng_synchronizer_ = std::make_shared<detail::RngSynchronizer>(*state, rng_types, component);
 }
@@ -45,8 +46,8 @@ const DataLoader::Batch* DataLoader::advance() {
 
 void DataLoader::set_epoch(std::int64_t epoch) {
   if (epoch < 0) {
-    detail::loader_error("DataLoader::set_epoch", "the epoch is " + std::to_string(epoch) +
-                                                      ", but epochs count from 0.");
+    detail::loader_error("DataLoader::set_epoch",
+                         "the epoch is " + std::to_string(epoch) + ", but epochs count from 0.");
   }
   epoch_completed_ = false;
   if (resume_pending_ && epoch == position_.epoch) return;

@@ -60,8 +60,8 @@ void validate_state(const LoaderState& s, std::string_view component) {
                         ", but a batch holds at least one sample." + kCorrupt);
   }
   if (s.world_size < 1) {
-    fail(component, field("world_size") + " is " + str(s.world_size) + ", but at least one process takes part." +
-                        kCorrupt);
+    fail(component,
+         field("world_size") + " is " + str(s.world_size) + ", but at least one process takes part." + kCorrupt);
   }
   if (s.global_batch_size % s.world_size != 0) {
     fail(component, field("global_batch_size") + " is " + str(s.global_batch_size) + ", which is not a multiple of " +
@@ -69,8 +69,8 @@ void validate_state(const LoaderState& s, std::string_view component) {
                         "), but every process takes the same share of each batch." + kCorrupt);
   }
   if (s.samples_consumed < 0) {
-    fail(component, field("samples_consumed") + " is " + str(s.samples_consumed) + "; it cannot be negative." +
-                        kCorrupt);
+    fail(component,
+         field("samples_consumed") + " is " + str(s.samples_consumed) + "; it cannot be negative." + kCorrupt);
   }
   if (s.samples_consumed % s.global_batch_size != 0) {
     fail(component, field("samples_consumed") + " is " + str(s.samples_consumed) +
@@ -126,14 +126,13 @@ LoaderState LoaderState::from_state_dict(const Dict& dict) {
   }
   for (std::string_view key : kKeys) {
     if (!dict.contains(std::string(key))) {
-      fail(component, "the state has no " + field(key) + "; a loader state has the keys " + key_list() + "." +
-                          kCorrupt);
+      fail(component,
+           "the state has no " + field(key) + "; a loader state has the keys " + key_list() + "." + kCorrupt);
     }
   }
   const int64_t version = dict.at("version");
   if (version != kFormatVersion) {
-    fail(component, field("version") + " is " + str(version) + ", but this build reads version " +
-                        str(kFormatVersion) +
+    fail(component, field("version") + " is " + str(version) + ", but this build reads version " + str(kFormatVersion) +
                         (version > kFormatVersion ? ". The state was written by a newer Accelerate-HPC; resume with "
                                                     "that version."
                                                   : "." + std::string(kCorrupt)));
@@ -201,30 +200,32 @@ ResumePoint resume_point(const LoaderState& saved, int64_t global_batch_size, co
       keep = "Keep it at " + str(saved_g) + " by running on a number of processes that divides it (" +
              divisors_of(saved_g) + "), not " + str(processes) + ". ";
     }
-    fail(component, "the state was saved with a global batch size of " + str(saved_g) + " (on " +
-                        str(saved.world_size) + " process" + (saved.world_size == 1 ? "" : "es") +
-                        "), but this run's global batch size is " + str(g) + ". Batch k of every rank is cut from "
-                        "the samples k*G to (k+1)*G-1 of the epoch's order, so only the same global batch size G "
-                        "continues epoch " + str(saved.epoch) + " exactly after its first " +
-                        str(saved.samples_consumed) + " samples. " + keep +
-                        "Or, to change the batch size, resume at the start of the next epoch: call " + next_epoch +
-                        " on the loaded LoaderState (the rest of epoch " + str(saved.epoch) + " is then not seen).");
+    fail(component,
+         "the state was saved with a global batch size of " + str(saved_g) + " (on " + str(saved.world_size) +
+             " process" + (saved.world_size == 1 ? "" : "es") + "), but this run's global batch size is " + str(g) +
+             ". Batch k of every rank is cut from "
+             "the samples k*G to (k+1)*G-1 of the epoch's order, so only the same global batch size G "
+             "continues epoch " +
+             str(saved.epoch) + " exactly after its first " + str(saved.samples_consumed) + " samples. " + keep +
+             "Or, to change the batch size, resume at the start of the next epoch: call " + next_epoch +
+             " on the loaded LoaderState (the rest of epoch " + str(saved.epoch) + " is then not seen).");
   }
   if (g % processes != 0) {
     fail(component, "the global batch size " + str(g) + " cannot be divided among " + str(processes) +
                         " processes; every process takes G / num_processes samples of each batch. Run on a number "
-                        "of processes that divides " + str(g) + " (" + divisors_of(g) + ")" +
+                        "of processes that divides " +
+                        str(g) + " (" + divisors_of(g) + ")" +
                         (mid_epoch ? ", or resume at the start of the next epoch with another global batch size: "
-                                     "call " + next_epoch + " on the loaded LoaderState."
+                                     "call " +
+                                         next_epoch + " on the loaded LoaderState."
                                    : ", or choose a global batch size that is a multiple of " + str(processes) + "."));
   }
   if (mid_epoch && dataset_size >= 0 && saved.dataset_size >= 0 && dataset_size != saved.dataset_size) {
-    fail(component, "the state was saved on a dataset of " + str(saved.dataset_size) +
-                        " samples, but this run's has " + str(dataset_size) +
-                        ". The shuffled order of an epoch depends on the dataset size, so epoch " + str(saved.epoch) +
-                        " cannot be continued after its first " + str(saved.samples_consumed) +
-                        " samples. Restore the dataset, or resume at the start of the next epoch: call " +
-                        next_epoch + " on the loaded LoaderState.");
+    fail(component, "the state was saved on a dataset of " + str(saved.dataset_size) + " samples, but this run's has " +
+                        str(dataset_size) + ". The shuffled order of an epoch depends on the dataset size, so epoch " +
+                        str(saved.epoch) + " cannot be continued after its first " + str(saved.samples_consumed) +
+                        " samples. Restore the dataset, or resume at the start of the next epoch: call " + next_epoch +
+                        " on the loaded LoaderState.");
   }
   ResumePoint point;
   point.epoch = saved.epoch;
@@ -239,8 +240,9 @@ namespace detail {
 
 void check_skip_count(std::string_view component, int64_t n) {
   if (n < 0) {
-    fail(component, "cannot skip " + str(n) + " batches; pass the number of batches already consumed (0 or more), "
-                    "e.g. ResumePoint::batch_index.");
+    fail(component, "cannot skip " + str(n) +
+                        " batches; pass the number of batches already consumed (0 or more), "
+                        "e.g. ResumePoint::batch_index.");
   }
 }
 

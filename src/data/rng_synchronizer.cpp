@@ -9,8 +9,7 @@
 
 namespace accelerate::detail {
 
-RngSynchronizer::RngSynchronizer(const State& state, std::vector<std::string> rng_types,
-                                 std::string_view component) {
+RngSynchronizer::RngSynchronizer(const State& state, std::vector<std::string> rng_types, std::string_view component) {
   for (std::string& name : rng_types) {
     try {
       // The loaders' own order needs no "generator": it is a pure function

@@ -148,7 +148,8 @@ std::string ArrivalBoard::missing_ranks(int64_t sequence, std::chrono::milliseco
     if (!answered[i]) {
       entry = std::to_string(i) + " (no answer: not inside any collective of this group)";
     } else if (counts[i] < sequence) {
-      entry = std::to_string(i) + " (at collective " + std::to_string(counts[i]) + " of " + std::to_string(sequence) + ")";
+      entry =
+          std::to_string(i) + " (at collective " + std::to_string(counts[i]) + " of " + std::to_string(sequence) + ")";
     }
     if (entry.empty()) continue;
     if (!text.empty()) text += ", ";

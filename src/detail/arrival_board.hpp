@@ -79,7 +79,7 @@ class ArrivalBoard {
   /// Drops the messages whose requests have completed.
   void reap() const;
 
-  UniqueComm comm_;                      // private duplicate for queries and answers
+  UniqueComm comm_;                       // private duplicate for queries and answers
   MPI_Comm attached_to_ = MPI_COMM_NULL;  // the watched communicator carrying this board
   int rank_ = 0;
   int size_ = 1;

@@ -12,8 +12,9 @@ void throw_cuda_error(cudaError_t code, const char* call, const char* file, int 
   std::string message = where() + " " + call + " failed (" + file + ":" + std::to_string(line) +
                         "): " + cudaGetErrorName(code) + ": " + cudaGetErrorString(code) + ".";
   if (code == cudaErrorNoDevice || code == cudaErrorInsufficientDriver || code == cudaErrorInvalidDevice) {
-    message += " No usable GPU is visible to this rank: check CUDA_VISIBLE_DEVICES and the job's GPU "
-               "request (e.g. srun --gpus-per-task=1), or run on the CPU (ACCELERATE_USE_CPU=1).";
+    message +=
+        " No usable GPU is visible to this rank: check CUDA_VISIBLE_DEVICES and the job's GPU "
+        "request (e.g. srun --gpus-per-task=1), or run on the CPU (ACCELERATE_USE_CPU=1).";
   } else {
     message += " See the CUDA error above; 'accelerate-hpc env' shows the driver and runtime versions.";
   }

@@ -91,8 +91,7 @@ void DeadlineComm::all_reduce(void* values, int count, MPI_Datatype type, MPI_Op
   if (bytes > 0) std::memcpy(values, staging.get(), bytes);
 }
 
-void DeadlineComm::all_gather(const void* mine, int count, MPI_Datatype type, void* all,
-                              std::string_view what) const {
+void DeadlineComm::all_gather(const void* mine, int count, MPI_Datatype type, void* all, std::string_view what) const {
   const std::size_t share = bytes_of(count, type);
   const std::size_t bytes = share * static_cast<std::size_t>(size_);
   auto staging = std::make_unique<std::byte[]>(bytes + share);  // everyone's, then mine
@@ -177,8 +176,8 @@ void DeadlineComm::report_timeout(std::int64_t sequence, std::string_view what) 
   }
   throw TimeoutError(where() + " " + std::string(what) + " did not complete within " +
                      std::to_string(timeout_.count()) + " ms (collective #" + std::to_string(sequence) +
-                     " on a communicator of " + std::to_string(size_) + " ranks). Ranks that never arrived: " +
-                     missing +
+                     " on a communicator of " + std::to_string(size_) +
+                     " ranks). Ranks that never arrived: " + missing +
                      ". They crashed, hang, or took a different code path; their own output names the cause. "
                      "The communicator is unusable now: abort the job (accelerate::abort_all). Raise the "
                      "limit with InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work before "

@@ -30,15 +30,25 @@ class ArrivalBoard;
 template <class T>
 MPI_Datatype mpi_datatype();
 template <>
-inline MPI_Datatype mpi_datatype<int>() { return MPI_INT; }
+inline MPI_Datatype mpi_datatype<int>() {
+  return MPI_INT;
+}
 template <>
-inline MPI_Datatype mpi_datatype<long>() { return MPI_LONG; }
+inline MPI_Datatype mpi_datatype<long>() {
+  return MPI_LONG;
+}
 template <>
-inline MPI_Datatype mpi_datatype<long long>() { return MPI_LONG_LONG; }
+inline MPI_Datatype mpi_datatype<long long>() {
+  return MPI_LONG_LONG;
+}
 template <>
-inline MPI_Datatype mpi_datatype<unsigned long>() { return MPI_UNSIGNED_LONG; }
+inline MPI_Datatype mpi_datatype<unsigned long>() {
+  return MPI_UNSIGNED_LONG;
+}
 template <>
-inline MPI_Datatype mpi_datatype<unsigned long long>() { return MPI_UNSIGNED_LONG_LONG; }
+inline MPI_Datatype mpi_datatype<unsigned long long>() {
+  return MPI_UNSIGNED_LONG_LONG;
+}
 
 /// The reductions the library's own steps need.
 enum class Reduce { Min, Max, Sum };
@@ -93,8 +103,8 @@ class DeadlineComm {
   }
   /// `mine` (`count` elements) into `all`, at displs[r] for rank r. MPI_IN_PLACE
   /// for `mine` when this rank's share is already in place.
-  void all_gather_v(const void* mine, int count, void* all, const int* counts, const int* displs,
-                    MPI_Datatype type, std::string_view what) const;
+  void all_gather_v(const void* mine, int count, void* all, const int* counts, const int* displs, MPI_Datatype type,
+                    std::string_view what) const;
 
   /// Bytes: counts[r] from rank r into `all` at displs[r].
   void all_gather_bytes_v(const void* mine, int bytes, void* all, const int* counts, const int* displs,

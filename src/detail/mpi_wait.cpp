@@ -17,8 +17,7 @@ void PollBackoff::pause() {
   }
 }
 
-void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what,
-                       MPI_Comm comm) {
+void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what, MPI_Comm comm) {
   DeadlineComm(comm, timeout).complete(request, what);
 }
 

@@ -47,7 +47,6 @@ bool poll_until(std::chrono::steady_clock::time_point deadline, Done&& done, Whi
 /// Completes `request` on `comm` within `timeout` (DeadlineComm::complete);
 /// TimeoutError names `what` and, where `comm` carries an ArrivalBoard, the
 /// ranks that never arrived.
-void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what,
-                       MPI_Comm comm);
+void wait_with_timeout(MPI_Request& request, std::chrono::milliseconds timeout, std::string_view what, MPI_Comm comm);
 
 }  // namespace accelerate::detail

@@ -7,8 +7,7 @@
 
 namespace accelerate::detail {
 
-[[noreturn]] void throw_nccl_error(ncclResult_t code, ncclComm_t comm, const char* call, const char* file,
-                                   int line);
+[[noreturn]] void throw_nccl_error(ncclResult_t code, ncclComm_t comm, const char* call, const char* file, int line);
 
 inline void check_nccl(ncclResult_t code, ncclComm_t comm, const char* call, const char* file, int line) {
   if (code != ncclSuccess && code != ncclInProgress) [[unlikely]] {
@@ -22,5 +21,4 @@ const char* nccl_runtime_version();
 }  // namespace accelerate::detail
 
 /// `comm` may be nullptr when the call has no communicator yet.
-#define ACCELERATE_NCCL_CHECK(expr, comm) \
-  ::accelerate::detail::check_nccl((expr), (comm), #expr, __FILE__, __LINE__)
+#define ACCELERATE_NCCL_CHECK(expr, comm) ::accelerate::detail::check_nccl((expr), (comm), #expr, __FILE__, __LINE__)

@@ -41,7 +41,8 @@ void report_failed_free(std::string_view call, int code) noexcept {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(code, text, &length);
-  std::fprintf(stderr, "accelerate-hpc: %.*s failed while releasing a handle: %s. The handle is leaked; "
+  std::fprintf(stderr,
+               "accelerate-hpc: %.*s failed while releasing a handle: %s. The handle is leaked; "
                "if this repeats, check that MPI is not finalised before the objects that own handles.\n",
                static_cast<int>(call.size()), call.data(), text);
 }

@@ -19,9 +19,9 @@ at::Tensor generator_state(const at::Generator& generator) {
 void set_generator_state(at::Generator& generator, const at::Tensor& state, const char* call) {
   const at::Tensor current = generator_state(generator);
   if (!state.defined() || state.scalar_type() != at::kByte || state.numel() != current.numel()) {
-    const std::string saved = state.defined() ? std::to_string(state.numel()) + " × " +
-                                                    std::string(c10::toString(state.scalar_type()))
-                                              : std::string("undefined");
+    const std::string saved =
+        state.defined() ? std::to_string(state.numel()) + " × " + std::string(c10::toString(state.scalar_type()))
+                        : std::string("undefined");
     throw ConfigError(where() + " " + call + ": a generator state of " + saved + " does not fit this generator (" +
                       std::to_string(current.numel()) +
                       " × Byte). Restore into a generator of the kind that was saved.");

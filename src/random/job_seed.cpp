@@ -22,7 +22,7 @@ std::string job_identity() {
   if (!slurm_job.empty()) return "slurm:" + slurm_job;
   const std::string pbs_job = value("PBS_JOBID");
   if (!pbs_job.empty()) {
-    std::string index = value("PBS_ARRAY_INDEX");  // PBS Pro / OpenPBS
+    std::string index = value("PBS_ARRAY_INDEX");     // PBS Pro / OpenPBS
     if (index.empty()) index = value("PBS_ARRAYID");  // Torque
     return index.empty() ? "pbs:" + pbs_job : "pbs:" + pbs_job + ":" + index;
   }

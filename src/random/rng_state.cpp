@@ -89,7 +89,8 @@ RngStates capture_rng_states(const at::Generator* generator) {
   RngStates states;
   states.torch = detail::generator_state(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
   const int gpus = detail::visible_gpus();
-  for (int index = 0; index < gpus; ++index) states.cuda.push_back(detail::generator_state(detail::cuda_generator(index)));
+  for (int index = 0; index < gpus; ++index)
+    states.cuda.push_back(detail::generator_state(detail::cuda_generator(index)));
   if (generator != nullptr) states.generator = detail::generator_state(*generator);
   return states;
 }

@@ -23,7 +23,7 @@ enum Slot : int {
   kMissingGenerator,  // 1: "generator" listed without a generator
   kListHashMax,       // hash of the list as given
   kListHashMinNeg,
-  kStateSizeMax,      // the generator's state size, -1 without one
+  kStateSizeMax,  // the generator's state size, -1 without one
   kStateSizeMinNeg,
   kGpusMax,
   kGpusMinNeg,
@@ -51,8 +51,7 @@ void broadcast_into(at::Generator& generator, ProcessGroup& group) {
 
 }  // namespace
 
-void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGroup& group,
-                            at::Generator* generator) {
+void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGroup& group, at::Generator* generator) {
   const std::string call = "synchronize_rng_states";
   std::vector<RngType> types;
   std::optional<std::string> local_error;
@@ -72,8 +71,7 @@ void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGr
   const std::int64_t hash = list_hash(rng_types);
   mine[kListHashMax] = hash;
   mine[kListHashMinNeg] = -hash;
-  const std::int64_t size =
-      wants_generator && generator != nullptr ? detail::generator_state(*generator).numel() : -1;
+  const std::int64_t size = wants_generator && generator != nullptr ? detail::generator_state(*generator).numel() : -1;
   mine[kStateSizeMax] = size;
   mine[kStateSizeMinNeg] = -size;
   const std::int64_t gpus = detail::visible_gpus();
@@ -88,12 +86,12 @@ void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGr
   const std::string prefix = detail::where() + " " + call + ": ";
   if (all[kBadName] != 0) {
     if (local_error) throw ConfigError(*local_error);
-    throw ConfigError(prefix + "another rank listed an unknown rng type (see its error). Valid: \"torch\", "
-                               "\"cuda\", \"generator\".");
+    throw ConfigError(prefix +
+                      "another rank listed an unknown rng type (see its error). Valid: \"torch\", "
+                      "\"cuda\", \"generator\".");
   }
   if (all[kListHashMax] != -all[kListHashMinNeg]) {
-    throw ConfigError(prefix + "the ranks listed different rng types (this rank: " +
-                      std::to_string(rng_types.size()) +
+    throw ConfigError(prefix + "the ranks listed different rng types (this rank: " + std::to_string(rng_types.size()) +
                       " name(s)). Pass the same rng_types on every rank of the group.");
   }
   if (all[kMissingGenerator] != 0) {
@@ -124,9 +122,7 @@ void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGr
           broadcast_into(gpu, group);
         }
         break;
-      case RngType::Generator:
-        broadcast_into(*generator, group);
-        break;
+      case RngType::Generator: broadcast_into(*generator, group); break;
     }
   }
 }

@@ -52,8 +52,8 @@ std::string dotted(int code, int major_div, int minor_div, int minor_mod) {
 std::vector<ComponentInfo> build_components() {
   std::vector<ComponentInfo> components;
   components.push_back({"Accelerate-HPC", true, config::version, "C++20"});
-  components.push_back({"LibTorch", true, torch_version(),
-                        config::torch_has_cuda ? "built with CUDA" : "CPU-only build"});
+  components.push_back(
+      {"LibTorch", true, torch_version(), config::torch_has_cuda ? "built with CUDA" : "CPU-only build"});
   components.push_back({"MPI", true, mpi_library_version(), mpi_standard()});
 
 #if ACCELERATE_HAVE_HDF5
@@ -92,8 +92,8 @@ std::vector<ComponentInfo> build_components() {
   {
     // The run-time query only knows the API level; the release comes from the header.
     const unsigned api = hwloc_get_api_version();
-    components.push_back({"hwloc", true, HWLOC_VERSION,
-                          "API " + std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff)});
+    components.push_back(
+        {"hwloc", true, HWLOC_VERSION, "API " + std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff)});
   }
 #else
   components.push_back(off("hwloc", "HWLOC"));

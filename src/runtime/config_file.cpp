@@ -56,8 +56,7 @@ struct Position {
 };
 
 [[noreturn]] void fail_at(const Position& at, std::string_view key, const std::string& problem) {
-  std::string message = detail::where() + " config file '" + at.source.string() + "', line " +
-                        std::to_string(at.line);
+  std::string message = detail::where() + " config file '" + at.source.string() + "', line " + std::to_string(at.line);
   if (!key.empty()) message += ", key '" + std::string(key) + "'";
   message += ": " + problem;
   throw ConfigError(message);
@@ -99,8 +98,7 @@ long long to_int(const Scalar& value, long long min, long long max, const Positi
   if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
   long long number = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
-  if (value.quoted || digits.empty() || error == std::errc::invalid_argument ||
-      end != digits.data() + digits.size()) {
+  if (value.quoted || digits.empty() || error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
     std::string problem = "'" + value.text + "' is not an integer";
     if (value.quoted) problem += " (it is quoted, which makes it a string)";
     fail_at(at, key, problem + ". Write a whole number in " + range + ", without quotes.");
@@ -126,8 +124,10 @@ std::string to_mixed_precision(const Scalar& value, const Position& at, std::str
   try {
     return std::string(to_string(parse_mixed_precision(value.text)));
   } catch (const ConfigError&) {
-    fail_at(at, key, "'" + value.text + "' is not a mixed-precision mode. Use one of: no, fp16, bf16 (fp8 is not "
-                                        "supported).");
+    fail_at(at, key,
+            "'" + value.text +
+                "' is not a mixed-precision mode. Use one of: no, fp16, bf16 (fp8 is not "
+                "supported).");
   }
 }
 
@@ -137,9 +137,15 @@ constexpr long long kMaxSteps = 1LL << 30;
 constexpr long long kMaxTimeoutSeconds = 7LL * 24 * 3600;
 constexpr long long kMaxEmulatedRanks = 1LL << 20;
 
-constexpr std::string_view kKnownKeys[] = {
-    "mixed_precision", "use_cpu",          "debug",          "enable_cpu_affinity",     "gradient_accumulation_steps",
-    "log_level",       "timeout",          "mpi_thread_level", "emulated_ranks_per_node"};
+constexpr std::string_view kKnownKeys[] = {"mixed_precision",
+                                           "use_cpu",
+                                           "debug",
+                                           "enable_cpu_affinity",
+                                           "gradient_accumulation_steps",
+                                           "log_level",
+                                           "timeout",
+                                           "mpi_thread_level",
+                                           "emulated_ranks_per_node"};
 
 bool is_known_key(std::string_view key) {
   return std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys);
@@ -248,8 +254,8 @@ fs::path write_temporary(const std::string& text, const fs::path& path) {
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) fail_io("create the directory of", path, error.value());
-  fs::path temporary = directory / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) +
-                                          "." + std::to_string(counter++));
+  fs::path temporary = directory / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                                    std::to_string(counter++));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail_io("create a temporary file for", path, errno);
   std::size_t written = 0;
@@ -332,8 +338,8 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
       }
       const std::string& key = key_node.Scalar();
       if (const auto [previous, inserted] = seen.emplace(key, key_at.line); !inserted) {
-        fail_at(key_at, key, "the key was already set on line " + std::to_string(previous->second) +
-                                 ". Keep one of the two lines.");
+        fail_at(key_at, key,
+                "the key was already set on line " + std::to_string(previous->second) + ". Keep one of the two lines.");
       }
       if (!is_known_key(key)) {
         // Python Accelerate's keys (distributed_type, fsdp_config, ...), nested
@@ -346,8 +352,9 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
       }
       const Position value_at{source, line_of(value_node)};
       if (!value_node.IsScalar()) {
-        fail_at(value_at, key, std::string("the value is a ") + (value_node.IsSequence() ? "list" : "mapping") +
-                                   "; this key takes one plain value.");
+        fail_at(value_at, key,
+                std::string("the value is a ") + (value_node.IsSequence() ? "list" : "mapping") +
+                    "; this key takes one plain value.");
       }
       // YAML tags a plain scalar "?" and a quoted one "!" (or an explicit !!tag).
       assign(config, key, Scalar{value_node.Scalar(), value_node.Tag() != "?"}, value_at);

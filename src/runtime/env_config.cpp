@@ -18,8 +18,7 @@ EnvConfig EnvConfig::from_environment() {
   if (auto seconds = env_int("ACCELERATE_TIMEOUT", 1, 7 * 24 * 3600)) {
     config.timeout = std::chrono::seconds(*seconds);
   }
-  config.mpi_thread_level =
-      env_choice("ACCELERATE_MPI_THREAD_LEVEL", {"single", "funneled", "serialized", "multiple"});
+  config.mpi_thread_level = env_choice("ACCELERATE_MPI_THREAD_LEVEL", {"single", "funneled", "serialized", "multiple"});
   if (auto ranks = env_int("ACCELERATE_EMULATED_RANKS_PER_NODE", 1, 1 << 20)) {
     config.emulated_ranks_per_node = static_cast<int>(*ranks);
   }

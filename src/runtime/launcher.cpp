@@ -66,18 +66,16 @@ LauncherInfo detect_launcher(const EnvironmentLookup& lookup) {
                        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                         "OMPI_COMM_WORLD_LOCAL_SIZE"});
   } else if (lookup("PALS_RANKID")) {
-    info = read_layout(lookup, LauncherKind::Pals,
-                       {"PALS_RANKID", "PALS_SIZE", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"});
+    info =
+        read_layout(lookup, LauncherKind::Pals, {"PALS_RANKID", "PALS_SIZE", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"});
   } else if (lookup("MPI_LOCALRANKID") && lookup("PMI_RANK")) {
     // Hydra is the launcher that exports MPI_LOCALRANKID next to PMI_RANK;
     // srun's PMI-2 plugin sets PMI_RANK too, but never MPI_LOCALRANKID.
-    info = read_layout(lookup, LauncherKind::Hydra,
-                       {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"});
+    info = read_layout(lookup, LauncherKind::Hydra, {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"});
   } else if (lookup("SLURM_STEP_ID") && lookup("SLURM_PROCID") && lookup("SLURM_STEP_NUM_TASKS")) {
     // Only a job step started by srun has SLURM_STEP_NUM_TASKS; the batch
     // script itself (and anything it runs without srun) does not.
-    info = read_layout(lookup, LauncherKind::Slurm,
-                       {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr});
+    info = read_layout(lookup, LauncherKind::Slurm, {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr});
   } else if (lookup("PMI_RANK") && lookup("PMI_SIZE")) {
     info = read_layout(lookup, LauncherKind::Hydra, {"PMI_RANK", "PMI_SIZE", nullptr, nullptr});
   }

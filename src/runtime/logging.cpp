@@ -26,8 +26,8 @@ void Logger::log(LogLevel level, std::string_view message, LogOptions options) c
 }
 
 void Logger::emit(LogLevel level, std::string_view message) const {
-  std::string line = "[rank " + std::to_string(state_.process_index()) + "] " + std::string(to_string(level)) +
-                     " " + name_ + ": " + std::string(message) + "\n";
+  const std::string line =
+      accelerate::format("[rank {}] {} {}: {}\n", state_.process_index(), to_string(level), name_, message);
   // One write per record keeps records from different threads whole.
   *sink_ << line << std::flush;
 }

@@ -78,7 +78,8 @@ std::vector<std::string> gpu_ids_from_node(const State& state) {
 }
 
 // [[maybe_unused]]: builds without hwloc never bind.
-[[maybe_unused]] int intra_op_threads_for(const NumaAffinityOptions& options, int cores, std::vector<std::string>& notes) {
+[[maybe_unused]] int intra_op_threads_for(const NumaAffinityOptions& options, int cores,
+                                          std::vector<std::string>& notes) {
   if (options.intra_op_threads) return *options.intra_op_threads;
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0') {
     notes.push_back(std::string("OMP_NUM_THREADS=") + omp + " decides the LibTorch thread count");

@@ -222,22 +222,21 @@ std::vector<Placement> plan_node(const TopologyDescription& topology, const Node
 RankPlacement place_rank(const TopologyDescription& topology, const RankRequest& request) {
   const int rank = request.local_process_index;
   if (rank < 0 || rank >= request.node.num_local_processes) {
-    throw ConfigError(where() + " NUMA affinity: local process index " + std::to_string(rank) +
-                      " is outside [0, " + std::to_string(request.node.num_local_processes) +
+    throw ConfigError(where() + " NUMA affinity: local process index " + std::to_string(rank) + " is outside [0, " +
+                      std::to_string(request.node.num_local_processes) +
                       "); pass the index of this process among the processes of its node.");
   }
   const std::vector<int> allowed = sorted_unique(request.node.allowed_cpus);
   std::vector<int> current;
-  std::set_intersection(request.current_binding.begin(), request.current_binding.end(), allowed.begin(),
-                        allowed.end(), std::back_inserter(current));
+  std::set_intersection(request.current_binding.begin(), request.current_binding.end(), allowed.begin(), allowed.end(),
+                        std::back_inserter(current));
   const bool launcher_bound = !current.empty() && current.size() < allowed.size();
 
   RankPlacement result;
-  if (request.policy == AffinityPolicy::Off ||
-      (request.policy == AffinityPolicy::Respect && launcher_bound)) {
+  if (request.policy == AffinityPolicy::Off || (request.policy == AffinityPolicy::Respect && launcher_bound)) {
     // Report the binding as it is: its cores and the NUMA nodes they belong to.
-    result.decision = request.policy == AffinityPolicy::Off ? AffinityDecision::Disabled
-                                                            : AffinityDecision::KeptLauncherBinding;
+    result.decision =
+        request.policy == AffinityPolicy::Off ? AffinityDecision::Disabled : AffinityDecision::KeptLauncherBinding;
     const std::vector<int>& cpus = current.empty() ? allowed : current;
     Placement& p = result.placement;
     p.cpus = cpus;

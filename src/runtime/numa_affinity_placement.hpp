@@ -38,9 +38,9 @@ struct Placement {
 };
 
 struct NodeRequest {
-  std::vector<int> allowed_cpus;           ///< PUs the processes may use
+  std::vector<int> allowed_cpus;  ///< PUs the processes may use
   int num_local_processes = 1;
-  std::vector<std::string> gpu_bus_ids;    ///< per local rank, or empty (no GPUs)
+  std::vector<std::string> gpu_bus_ids;  ///< per local rank, or empty (no GPUs)
 };
 
 /// Placement of every local rank. Throws ConfigError on inconsistent input

@@ -86,9 +86,7 @@ HwlocTopology::~HwlocTopology() {
   if (topology_ != nullptr) hwloc_topology_destroy(topology_);
 }
 
-HwlocTopology::HwlocTopology(HwlocTopology&& other) noexcept : topology_(other.topology_) {
-  other.topology_ = nullptr;
-}
+HwlocTopology::HwlocTopology(HwlocTopology&& other) noexcept : topology_(other.topology_) { other.topology_ = nullptr; }
 
 TopologyDescription HwlocTopology::describe() const {
   TopologyDescription out;
@@ -134,9 +132,7 @@ TopologyDescription HwlocTopology::describe() const {
   return out;
 }
 
-std::vector<int> HwlocTopology::allowed_cpus() const {
-  return to_list(hwloc_topology_get_allowed_cpuset(topology_));
-}
+std::vector<int> HwlocTopology::allowed_cpus() const { return to_list(hwloc_topology_get_allowed_cpuset(topology_)); }
 
 std::vector<int> HwlocTopology::current_binding() const {
   Bitmap set = new_bitmap();

@@ -18,7 +18,7 @@ namespace {
 static_assert(std::atomic<int>::is_always_lock_free, "signal flag must be lock-free");
 static_assert(std::atomic<bool>::is_always_lock_free, "watcher flag must be lock-free");
 
-std::atomic<int> g_received{0};      // first watched signal delivered, 0 = none
+std::atomic<int> g_received{0};        // first watched signal delivered, 0 = none
 std::atomic<bool> g_installed{false};  // a PreemptionWatcher is alive
 
 void record_signal(int signal_number) {
@@ -32,23 +32,28 @@ struct NamedSignal {
 };
 
 constexpr NamedSignal kSignals[] = {
-    {"HUP", SIGHUP},     {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"ILL", SIGILL},     {"TRAP", SIGTRAP},
-    {"ABRT", SIGABRT},   {"BUS", SIGBUS},       {"FPE", SIGFPE},   {"KILL", SIGKILL},   {"USR1", SIGUSR1},
-    {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},
-    {"CHLD", SIGCHLD},   {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU},   {"URG", SIGURG},       {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF},   {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"SYS", SIGSYS},
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"TRAP", SIGTRAP},
+    {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+    {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},   {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},     {"SYS", SIGSYS},
 };
 
 // Signals that cannot be caught, or that report a fault of this process and
 // must keep their default action (continuing after them is undefined).
 bool forbidden(int signal_number) {
   switch (signal_number) {
-    case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE:
-    case SIGILL:  case SIGABRT: case SIGTRAP: case SIGSYS:
-      return true;
-    default:
-      return false;
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGABRT:
+    case SIGTRAP:
+    case SIGSYS: return true;
+    default: return false;
   }
 }
 
@@ -103,7 +108,8 @@ PreemptionWatcher::PreemptionWatcher() : PreemptionWatcher(default_signals()) {}
 
 PreemptionWatcher::PreemptionWatcher(const std::vector<int>& signals) {
   if (signals.empty()) {
-    throw ConfigError(detail::where() + " PreemptionWatcher: the list of signals is empty. Give at least one, "
+    throw ConfigError(detail::where() +
+                      " PreemptionWatcher: the list of signals is empty. Give at least one, "
                       "e.g. PreemptionWatcher::default_signals().");
   }
   for (int s : signals) {
@@ -113,7 +119,8 @@ PreemptionWatcher::PreemptionWatcher(const std::vector<int>& signals) {
     if (!seen) signals_.push_back(s);
   }
   if (g_installed.exchange(true)) {
-    throw Error(detail::where() + " PreemptionWatcher: another watcher is already installed in this process. "
+    throw Error(detail::where() +
+                " PreemptionWatcher: another watcher is already installed in this process. "
                 "Signal handlers are process-wide: keep one watcher (the Accelerator owns one) and share it.");
   }
   g_received.store(0);

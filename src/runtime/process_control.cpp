@@ -68,9 +68,9 @@ void abort_all(std::string_view message, int exit_code) noexcept {
 namespace detail {
 void throw_bad_process_index(const State& state, int index, bool local) {
   const int limit = local ? state.num_local_processes() : state.num_processes();
-  throw ConfigError(where() + (local ? " on_local_process(" : " on_process(") + std::to_string(index) +
-                    "): no such " + (local ? "local process" : "process") + "; valid indices are 0.." +
-                    std::to_string(limit - 1) + ".");
+  throw ConfigError(where() + (local ? " on_local_process(" : " on_process(") + std::to_string(index) + "): no such " +
+                    (local ? "local process" : "process") + "; valid indices are 0.." + std::to_string(limit - 1) +
+                    ".");
 }
 }  // namespace detail
 

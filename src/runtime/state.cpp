@@ -47,11 +47,10 @@ bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized != 0) {
-    throw Error(
-        "[" + hostname() +
-        "] accelerate::State: MPI has already been finalised in this process and cannot be started "
-        "again. Create one State for the whole program (destroying the State that initialised MPI "
-        "finalises it), or initialise MPI yourself and let every State adopt it.");
+    throw Error("[" + hostname() +
+                "] accelerate::State: MPI has already been finalised in this process and cannot be started "
+                "again. Create one State for the whole program (destroying the State that initialised MPI "
+                "finalises it), or initialise MPI yourself and let every State adopt it.");
   }
   bool owns = false;
   int level = MPI_THREAD_SINGLE;
@@ -71,8 +70,8 @@ bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
   provided = from_mpi(level);
   if (provided < required) {
     const std::string message =
-        detail::where() + " accelerate::State: MPI provides thread level " +
-        std::string(to_string(provided)) + " but " + std::string(to_string(required)) + " is required" +
+        detail::where() + " accelerate::State: MPI provides thread level " + std::string(to_string(provided)) +
+        " but " + std::string(to_string(required)) + " is required" +
         (owns ? std::string(". The MPI library was built without that level of thread support; use an "
                             "MPI built with it, or lower StateOptions::thread_level / "
                             "ACCELERATE_MPI_THREAD_LEVEL if the program only calls MPI from one thread.")
@@ -111,8 +110,8 @@ State::State(StateOptions options) : host_(hostname()) {
   const EnvConfig env = EnvConfig::from_environment();
   const bool cpu = options.cpu.value_or(env.use_cpu.value_or(false));
   timeout_ = options.timeout.value_or(env.timeout.value_or(std::chrono::seconds(1800)));
-  thread_required_ = options.thread_level.value_or(
-      env.mpi_thread_level ? parse_thread_level(*env.mpi_thread_level) : ThreadLevel::Funneled);
+  thread_required_ = options.thread_level.value_or(env.mpi_thread_level ? parse_thread_level(*env.mpi_thread_level)
+                                                                        : ThreadLevel::Funneled);
   emulated_ranks_per_node_ = options.emulated_ranks_per_node.value_or(env.emulated_ranks_per_node.value_or(0));
   log_level_ = options.log_level.value_or(env.log_level ? parse_log_level(*env.log_level) : LogLevel::Info);
   if (timeout_.count() <= 0) {
@@ -175,7 +174,8 @@ void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
   ACCELERATE_MPI_CHECK(MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, comm));
   if (!failure.empty()) throw LaunchError(failure);
   if (any_failed != 0) {
-    throw LaunchError(detail::where() + " accelerate::State: another rank found that the launcher's "
+    throw LaunchError(detail::where() +
+                      " accelerate::State: another rank found that the launcher's "
                       "environment disagrees with MPI; its message names the cause.");
   }
 }
@@ -257,10 +257,9 @@ void State::print(std::string_view text) const {
 }
 
 std::string State::describe() const {
-  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + " local " +
-         std::to_string(local_rank_) + "/" + std::to_string(local_size_) + " node " +
-         std::to_string(node_index_) + "/" + std::to_string(num_nodes_) + " host " + host_ + " device " +
-         device_ + " cpus " + format_cpu_list(allowed_cpus()) + " type " +
+  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + " local " + std::to_string(local_rank_) + "/" +
+         std::to_string(local_size_) + " node " + std::to_string(node_index_) + "/" + std::to_string(num_nodes_) +
+         " host " + host_ + " device " + device_ + " cpus " + format_cpu_list(allowed_cpus()) + " type " +
          std::string(to_string(distributed_type_)) + " launcher " + std::string(to_string(launcher_.kind));
 }
 

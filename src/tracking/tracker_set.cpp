@@ -73,7 +73,8 @@ bool TrackerSet::runs_here(const GeneralTracker& tracker) const {
 void TrackerSet::init(const std::string& project_name, const std::filesystem::path& logging_dir,
                       const LogValues& config) {
   if (initialised_) {
-    throw ConfigError(detail::where() + " init_trackers: the trackers were initialised already. Call it once per "
+    throw ConfigError(detail::where() +
+                      " init_trackers: the trackers were initialised already. Call it once per "
                       "run.");
   }
   initialised_ = true;
@@ -105,7 +106,8 @@ void TrackerSet::abandon() {
 void TrackerSet::log(const LogValues& values, std::optional<std::int64_t> step) {
   if (!initialised_ && !choices_.empty()) {
     // Accelerate drops such values silently; a run that meant to track should learn it at once.
-    throw ConfigError(detail::where() + " log: the trackers chosen in log_with have not started. Call "
+    throw ConfigError(detail::where() +
+                      " log: the trackers chosen in log_with have not started. Call "
                       "init_trackers(project_name) on every process before the first log.");
   }
   for (const auto& tracker : active_) tracker->log(values, step);

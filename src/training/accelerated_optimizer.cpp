@@ -8,8 +8,7 @@
 namespace accelerate {
 
 AcceleratedOptimizer::AcceleratedOptimizer(torch::optim::Optimizer& optimizer, GradientState& gradient_state,
-                                           GradScaler* scaler,
-                                           std::function<void(const AcceleratedOptimizer&)> on_step)
+                                           GradScaler* scaler, std::function<void(const AcceleratedOptimizer&)> on_step)
     : optimizer_(&optimizer),
       gradient_state_(&gradient_state),
       scaler_(scaler),

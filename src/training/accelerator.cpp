@@ -23,9 +23,9 @@ namespace {
 
 ResolvedSettings settings_from(const AcceleratorOptions& options) {
   const EnvConfig environment = EnvConfig::from_environment();
-  const std::optional<ConfigFile> file =
-      options.config_file ? std::optional<ConfigFile>(require_config_file(*options.config_file))
-                          : load_default_config_file();
+  const std::optional<ConfigFile> file = options.config_file
+                                             ? std::optional<ConfigFile>(require_config_file(*options.config_file))
+                                             : load_default_config_file();
   return resolve_settings(options, environment, file ? &*file : nullptr);
 }
 
@@ -56,8 +56,9 @@ void check_init_kwargs(const InitProcessGroupKwargs& kwargs, const State& state)
     }
   } else if (backend == "nccl") {
     if (state.use_cpu()) {
-      throw ConfigError("InitProcessGroupKwargs: backend 'nccl' needs CUDA devices, but this run is on the CPU "
-                        "(no GPU visible, or cpu = true). Leave backend unset to use MPI for CPU tensors.");
+      throw ConfigError(
+          "InitProcessGroupKwargs: backend 'nccl' needs CUDA devices, but this run is on the CPU "
+          "(no GPU visible, or cpu = true). Leave backend unset to use MPI for CPU tensors.");
     }
   } else {
     throw ConfigError("InitProcessGroupKwargs: unknown backend '" + backend +
@@ -71,8 +72,10 @@ void check_init_kwargs(const InitProcessGroupKwargs& kwargs, const State& state)
 // (the environment and the configuration file gave the State its own).
 void take_settings_of(const State& state, const AcceleratorOptions& options, ResolvedSettings& settings) {
   if (options.cpu.value_or(false) && !state.use_cpu()) {
-    throw ConfigError(detail::where() + " Accelerator: the options ask for cpu = true, but the State it runs on "
-                      "uses " + state.device() + ". Build the State with StateOptions::cpu = true, or leave cpu unset.");
+    throw ConfigError(detail::where() +
+                      " Accelerator: the options ask for cpu = true, but the State it runs on "
+                      "uses " +
+                      state.device() + ". Build the State with StateOptions::cpu = true, or leave cpu unset.");
   }
   if (options.init_kwargs.timeout && *options.init_kwargs.timeout != state.timeout()) {
     throw ConfigError(detail::where() + " Accelerator: InitProcessGroupKwargs::timeout is " +
@@ -89,7 +92,8 @@ void take_settings_of(const State& state, const AcceleratorOptions& options, Res
 
 std::shared_ptr<State> require_state(std::shared_ptr<State> state) {
   if (!state) {
-    throw ConfigError(detail::where() + " Accelerator: the State pointer is null. Pass a State made with "
+    throw ConfigError(detail::where() +
+                      " Accelerator: the State pointer is null. Pass a State made with "
                       "std::make_shared<accelerate::State>(...), or use the constructor without one.");
   }
   return state;
@@ -102,7 +106,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : Accelerator(OnState{}, st
 Accelerator::Accelerator(std::shared_ptr<State> state, AcceleratorOptions options)
     : Accelerator(OnState{}, std::move(options), require_state(std::move(state))) {}
 
-Accelerator::Accelerator(OnState, AcceleratorOptions options, std::shared_ptr<State> state)
+Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state)
     : options_(std::move(options)),
       settings_(settings_from(options_)),
       state_(state ? state : std::make_shared<State>(state_options(settings_))),
@@ -174,9 +178,10 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
 }
 
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimizer& optimizer) {
-  auto prepared = std::make_shared<AcceleratedOptimizer>(
-      optimizer, gradient_state_, scaler_.get(),
-      [this](const AcceleratedOptimizer& stepped) { count_optimizer_step(stepped); });
+  auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_.get(),
+                                                         [this](const AcceleratedOptimizer& stepped) {
+                                                           count_optimizer_step(stepped);
+                                                         });
   optimizers_.push_back(prepared);
   return prepared;
 }
@@ -194,9 +199,8 @@ std::shared_ptr<AcceleratedScheduler> Accelerator::prepare_scheduler(std::functi
   for (const auto& optimizer : optimizers_) optimizers.push_back(optimizer.get());
   const AcceleratedSchedulerOptions scheduler_options{
       .step_with_optimizer = options_.step_scheduler_with_optimizer,
-      .steps_per_call = options_.step_scheduler_per_process && !options_.dataloader_config.split_batches
-                            ? num_processes()
-                            : 1};
+      .steps_per_call =
+          options_.step_scheduler_per_process && !options_.dataloader_config.split_batches ? num_processes() : 1};
   auto prepared =
       std::make_shared<AcceleratedScheduler>(std::move(advance), gradient_state_, optimizers, scheduler_options);
   schedulers_.push_back(prepared);
@@ -269,7 +273,8 @@ c10::IValue Accelerator::gather_for_metrics_ivalue(const c10::IValue& data, bool
   if (use_gather_object) {
     std::vector<c10::IValue> all;
     for (const c10::IValue& part : world_->all_gather_object(data)) {
-      for (const c10::IValue& item : detail::list_elements(part, "gather_for_metrics(use_gather_object): each rank's value"))
+      for (const c10::IValue& item :
+           detail::list_elements(part, "gather_for_metrics(use_gather_object): each rank's value"))
         all.push_back(item);
     }
     gathered = detail::make_list(std::move(all));
@@ -283,7 +288,8 @@ c10::IValue Accelerator::gather_for_metrics_ivalue(const c10::IValue& data, bool
   if (use_gather_object) {
     const auto items = detail::list_elements(gathered, "gather_for_metrics");
     const auto kept = std::min<std::size_t>(static_cast<std::size_t>(remainder), items.size());
-    return detail::make_list(std::vector<c10::IValue>(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(kept)));
+    return detail::make_list(
+        std::vector<c10::IValue>(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(kept)));
   }
   return slice_tensors(gathered, 0, remainder);
 }
@@ -303,15 +309,18 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   for (const auto& model : models_) refs.models.push_back(model->module().get());
   for (const auto& optimizer : optimizers_) refs.optimizers.push_back(&optimizer->optimizer());
   for (const auto& scheduler : schedulers_) {
-    refs.schedulers.push_back({[scheduler] { return std::map<std::string, std::int64_t>{{"step_count", scheduler->step_count()}}; },
+    refs.schedulers.push_back({[scheduler] {
+                                 return std::map<std::string, std::int64_t>{{"step_count", scheduler->step_count()}};
+                               },
                                [scheduler](const std::map<std::string, std::int64_t>& saved) {
                                  scheduler->fast_forward_to(saved.at("step_count"));
                                }});
   }
   refs.scaler = scaler_.get();
   for (const auto& loader : dataloaders_) {
-    refs.dataloaders.push_back({[loader] { return loader->state_dict(); },
-                                [loader](const std::map<std::string, std::int64_t>& saved) { loader->load_state_dict(saved); }});
+    refs.dataloaders.push_back(
+        {[loader] { return loader->state_dict(); },
+         [loader](const std::map<std::string, std::int64_t>& saved) { loader->load_state_dict(saved); }});
   }
   refs.custom_objects = custom_objects_;
   refs.loop_counters = checkpoint::CounterState{
@@ -326,9 +335,9 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
 }
 
 std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
-  return checkpoint::save_training_state(
-      *state_, project_, output_dir, checkpoint_refs(),
-      {.step = step_, .mixed_precision = std::string(to_string(settings_.mixed_precision))});
+  return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(),
+                                         {.step = step_,
+                                          .mixed_precision = std::string(to_string(settings_.mixed_precision))});
 }
 
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
@@ -342,12 +351,12 @@ std::optional<std::filesystem::path> Accelerator::latest_checkpoint() const {
 
 void Accelerator::register_for_checkpointing(std::shared_ptr<torch::nn::Module> module) {
   if (!module) throw ConfigError("Accelerator::register_for_checkpointing: the module pointer is null.");
-  register_for_checkpointing(checkpoint::TensorState{
-      [module] { return checkpoint::module_state(*module); },
-      [module](const std::map<std::string, at::Tensor>& saved) {
-        torch::NoGradGuard no_grad;
-        for (auto& [name, tensor] : checkpoint::module_state(*module)) tensor.copy_(saved.at(name));
-      }});
+  auto save = [module] { return checkpoint::module_state(*module); };
+  auto load = [module = std::move(module)](const std::map<std::string, at::Tensor>& saved) {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : checkpoint::module_state(*module)) tensor.copy_(saved.at(name));
+  };
+  register_for_checkpointing(checkpoint::TensorState{std::move(save), std::move(load)});
 }
 
 void Accelerator::register_for_checkpointing(checkpoint::TensorState state) {

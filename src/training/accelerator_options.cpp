@@ -28,9 +28,9 @@ ResolvedSettings resolve_settings(const AcceleratorOptions& options, const EnvCo
       options.mixed_precision.value_or(environment.mixed_precision.value_or(file.mixed_precision.value_or("no"))));
 
   if (options.gradient_accumulation_steps && options.gradient_accumulation_plugin) {
-    throw ConfigError(
-        "Accelerator: both gradient_accumulation_steps (" + std::to_string(*options.gradient_accumulation_steps) +
-        ") and gradient_accumulation_plugin were given. Pass only one: set num_steps in the plugin.");
+    throw ConfigError("Accelerator: both gradient_accumulation_steps (" +
+                      std::to_string(*options.gradient_accumulation_steps) +
+                      ") and gradient_accumulation_plugin were given. Pass only one: set num_steps in the plugin.");
   }
   if (options.gradient_accumulation_plugin) {
     settings.accumulation = *options.gradient_accumulation_plugin;
@@ -40,7 +40,8 @@ ResolvedSettings resolve_settings(const AcceleratorOptions& options, const EnvCo
   }
   settings.accumulation.validate();
 
-  settings.timeout = options.init_kwargs.timeout.value_or(environment.timeout.value_or(file.timeout.value_or(kDefaultTimeout)));
+  settings.timeout =
+      options.init_kwargs.timeout.value_or(environment.timeout.value_or(file.timeout.value_or(kDefaultTimeout)));
   if (settings.timeout.count() <= 0) {
     throw ConfigError("InitProcessGroupKwargs: timeout is " + std::to_string(settings.timeout.count()) +
                       " s; collectives need a positive deadline.");

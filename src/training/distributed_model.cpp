@@ -25,8 +25,8 @@ std::optional<c10::ScalarType> wire_dtype(const DistributedDataParallelKwargs& k
   if (hook == DDPCommunicationHookType::NO) hook = kwargs.comm_wrapper;
   if (kwargs.comm_hook != DDPCommunicationHookType::NO && kwargs.comm_wrapper != DDPCommunicationHookType::NO &&
       kwargs.comm_hook != kwargs.comm_wrapper) {
-    problem = "comm_hook=" + std::string(to_string(kwargs.comm_hook)) + " and comm_wrapper=" +
-              std::string(to_string(kwargs.comm_wrapper)) +
+    problem = "comm_hook=" + std::string(to_string(kwargs.comm_hook)) +
+              " and comm_wrapper=" + std::string(to_string(kwargs.comm_wrapper)) +
               " ask for two different compressions; set one of them (the wrapper only matters around a stateful hook, "
               "which this library does not implement)";
   }
@@ -56,7 +56,8 @@ std::string local_problem(const std::vector<std::string>& names, const std::vect
   for (std::size_t k = 1; k < parameters.size(); ++k) {
     if (parameters[k].device() != parameters[0].device()) {
       return "parameter '" + names[k] + "' is on " + parameters[k].device().str() + " but '" + names[0] + "' is on " +
-             parameters[0].device().str() + "; a distributed model drives one device per process. Move the whole "
+             parameters[0].device().str() +
+             "; a distributed model drives one device per process. Move the whole "
              "module with module->to(device) before wrapping it";
     }
   }
@@ -107,8 +108,7 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   const auto problems = to_strings(group_.all_gather_object(c10::IValue(problem)));
   for (std::size_t r = 0; r < problems.size(); ++r) {
     if (!problems[r].empty()) {
-      throw ConfigError(detail::where() + " DistributedModel: on rank " + std::to_string(r) + ": " + problems[r] +
-                        ".");
+      throw ConfigError(detail::where() + " DistributedModel: on rank " + std::to_string(r) + ": " + problems[r] + ".");
     }
   }
 
@@ -154,10 +154,9 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
 
   detail::GradientReducerConfig config;
   config.cap_bytes = static_cast<int64_t>(kwargs_.bucket_cap_mb * kMiB);
-  config.first_cap_bytes =
-      options.first_bucket_cap_mb < 0
-          ? config.cap_bytes
-          : std::min(config.cap_bytes, static_cast<int64_t>(options.first_bucket_cap_mb * kMiB));
+  config.first_cap_bytes = options.first_bucket_cap_mb < 0
+                               ? config.cap_bytes
+                               : std::min(config.cap_bytes, static_cast<int64_t>(options.first_bucket_cap_mb * kMiB));
   config.find_unused_parameters = kwargs_.find_unused_parameters;
   config.gradient_as_bucket_view = kwargs_.gradient_as_bucket_view;
   config.wire_dtype = wire;

@@ -14,8 +14,8 @@ namespace accelerate {
 bool is_out_of_memory(const std::exception& error) noexcept {
   if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
   const std::string_view message = error.what();
-  for (const std::string_view marker : {"out of memory", "DefaultCPUAllocator: can't allocate memory",
-                                        "CUDNN_STATUS_NOT_SUPPORTED"}) {
+  for (const std::string_view marker :
+       {"out of memory", "DefaultCPUAllocator: can't allocate memory", "CUDNN_STATUS_NOT_SUPPORTED"}) {
     if (message.find(marker) != std::string_view::npos) return true;
   }
   return false;
@@ -40,8 +40,10 @@ void throw_no_batch_size(std::int64_t starting_batch_size) {
 void release_after_out_of_memory() noexcept { clear_device_cache(); }
 
 void throw_failed_elsewhere(std::int64_t batch_size) {
-  throw Error("find_executable_batch_size: another rank failed with an error other than out-of-memory at batch "
-              "size " + std::to_string(batch_size) + " (see its message); stopping here too.");
+  throw Error(
+      "find_executable_batch_size: another rank failed with an error other than out-of-memory at batch "
+      "size " +
+      std::to_string(batch_size) + " (see its message); stopping here too.");
 }
 
 }  // namespace detail

@@ -44,8 +44,7 @@ std::vector<std::vector<std::size_t>> plan_gradient_buckets(const std::vector<Gr
   }
   // Launch order: the bucket whose first parameter comes latest in
   // registration order (earliest in backward) goes first.
-  std::stable_sort(closed.begin(), closed.end(),
-                   [](const auto& a, const auto& b) { return a.front() > b.front(); });
+  std::stable_sort(closed.begin(), closed.end(), [](const auto& a, const auto& b) { return a.front() > b.front(); });
   return closed;
 }
 

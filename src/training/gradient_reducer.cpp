@@ -64,8 +64,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
     for (auto k : bucket.slots) elements += parameters[k].numel();
     const auto& first = parameters[bucket.slots.front()];
     bucket.flat = at::zeros({elements}, first.options().requires_grad(false));
-    bucket.wire = config_.wire_dtype ? at::empty({elements}, bucket.flat.options().dtype(*config_.wire_dtype))
-                                     : bucket.flat;
+    bucket.wire =
+        config_.wire_dtype ? at::empty({elements}, bucket.flat.options().dtype(*config_.wire_dtype)) : bucket.flat;
     bucket.pending = bucket.slots.size();
     bucket.counters.parameters = bucket.slots;
     bucket.counters.bytes = elements * static_cast<int64_t>(bucket.flat.element_size());
@@ -330,8 +330,8 @@ void GradientReducer::finalize_locked() {
     out << where() << " DistributedModel: " << missing.size()
         << " parameter(s) received no gradient on some rank in this step:";
     for (std::size_t i = 0; i < missing.size() && i < 10; ++i) {
-      out << (i == 0 ? " " : ", ") << "'" << names_[missing[i]] << "' (used on " << flags[missing[i]] << " of "
-          << world << " ranks)";
+      out << (i == 0 ? " " : ", ") << "'" << names_[missing[i]] << "' (used on " << flags[missing[i]] << " of " << world
+          << " ranks)";
     }
     if (missing.size() > 10) out << ", …";
     out << ". Their gradients were reduced as zeros. If parts of the model are skipped on purpose, construct it with "

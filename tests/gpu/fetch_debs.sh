@@ -42,6 +42,7 @@ roots=(
   nlohmann-json3-dev libcli11-dev                            # header-only: JSON, the CLI's command line
   libisal-dev libisal2                                       # ACCELERATE_WITH_ISAL: the checkpoints' CRC-32C
   libyaml-cpp-dev libyaml-cpp0.7                             # the configuration file's YAML
+  libfmt-dev                                                 # format strings (header-only) where there is no std::format
 )
 
 # Packages a CUDA image (Ubuntu- or Debian-based, with apt, Python and a C++

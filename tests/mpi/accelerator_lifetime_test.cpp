@@ -94,6 +94,19 @@ TEST_F(AcceleratorEdges, RunsOnAStateOfASubCommunicator) {
   EXPECT_EQ(state->num_processes(), half.size());
 }
 
+TEST_F(AcceleratorEdges, PrintFormatsOnTheMainProcessOnly) {
+  acc::Accelerator accelerator;
+  ::testing::internal::CaptureStdout();
+  accelerator.print("{} of {} ready, loss {:.2f}", 3, 4, 0.5);
+  accelerator.print("braces {} stay text without arguments");
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  if (accelerator.is_main_process()) {
+    EXPECT_EQ(out, "3 of 4 ready, loss 0.50\nbraces {} stay text without arguments\n");
+  } else {
+    EXPECT_EQ(out, "");
+  }
+}
+
 TEST_F(AcceleratorEdges, TheStatesSettingsWinAndContraryOptionsAreErrors) {
   auto state = std::make_shared<acc::State>(acc::StateOptions{.timeout = std::chrono::seconds(77)});
   {

@@ -221,6 +221,20 @@ TEST(Logger, MainProcessOnlyByDefault) {
   EXPECT_EQ(all.str(), "[rank " + std::to_string(state.process_index()) + "] WARNING test: from all\n");
 }
 
+TEST(Logger, FormatsItsArgumentsAndTakesTextWithoutThemAsItIs) {
+  const accelerate::State state;
+  std::ostringstream sink;
+  accelerate::Logger log(state, "fmt", &sink);
+  log.info("step {} loss {:.3f}", 12, 0.25);
+  log.warning("literal {braces} kept");
+  log.debug("filtered {}", 1);
+  if (state.is_main_process()) {
+    EXPECT_EQ(sink.str(), "[rank 0] INFO fmt: step 12 loss 0.250\n[rank 0] WARNING fmt: literal {braces} kept\n");
+  } else {
+    EXPECT_EQ(sink.str(), "");
+  }
+}
+
 TEST(Logger, InOrderWritesRankByRank) {
   const accelerate::State state;
   const SharedLog file(state, "in_order.txt");

@@ -48,8 +48,7 @@ class Backend {
   virtual std::unique_ptr<Work> all_gather_v(at::Tensor& output, const at::Tensor& input,
                                              std::span<const int64_t> counts, const AllGatherOptions& options) = 0;
   virtual std::unique_ptr<Work> gather(at::Tensor& output, const at::Tensor& input, const GatherOptions& options) = 0;
-  virtual std::unique_ptr<Work> scatter(at::Tensor& output, const at::Tensor& input,
-                                        const ScatterOptions& options) = 0;
+  virtual std::unique_ptr<Work> scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) = 0;
   virtual std::unique_ptr<Work> reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                                const ReduceScatterOptions& options) = 0;
   virtual std::unique_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,

@@ -261,9 +261,10 @@ struct Nested<std::tuple<T...>> {
       throw_not_convertible(value, "a std::tuple of " + std::to_string(sizeof...(T)) + " elements");
     }
     const auto& elements = value.toTupleRef().elements();
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto convert = [&]<std::size_t... I>(std::index_sequence<I...>) {
       return std::tuple<T...>(Nested<T>::from(elements[I])...);
-    }(std::index_sequence_for<T...>{});
+    };
+    return convert(std::index_sequence_for<T...>{});
   }
 };
 
@@ -291,18 +292,18 @@ T from_ivalue(const c10::IValue& value) {
 /// recursively_apply over tensors with a function of a tensor. Returns the
 /// input's type when `func` returns at::Tensor, c10::IValue otherwise.
 template <Nestable T, class Func>
-  requires std::is_invocable_v<Func&, const at::Tensor&>
+requires std::is_invocable_v<Func&, const at::Tensor&>
 auto recursively_apply(Func&& func, const T& data, bool error_on_other_type = false) {
   using Result = std::decay_t<std::invoke_result_t<Func&, const at::Tensor&>>;
-  const c10::IValue result = recursively_apply(
-      LeafFunction([&func](const c10::IValue& leaf) {
-        if constexpr (Nestable<Result>) {
-          return to_ivalue(func(leaf.toTensor()));
-        } else {
-          return c10::IValue(func(leaf.toTensor()));
-        }
-      }),
-      to_ivalue(data), ApplyOptions{.test_type = {}, .error_on_other_type = error_on_other_type});
+  const c10::IValue result =
+      recursively_apply(LeafFunction([&func](const c10::IValue& leaf) {
+                          if constexpr (Nestable<Result>) {
+                            return to_ivalue(func(leaf.toTensor()));
+                          } else {
+                            return c10::IValue(func(leaf.toTensor()));
+                          }
+                        }),
+                        to_ivalue(data), ApplyOptions{.test_type = {}, .error_on_other_type = error_on_other_type});
   if constexpr (std::is_same_v<Result, at::Tensor>) {
     return from_ivalue<T>(result);
   } else {

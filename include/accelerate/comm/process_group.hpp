@@ -93,8 +93,7 @@ class ProcessGroup {
   std::unique_ptr<Work> all_gather_async(at::Tensor& output, const at::Tensor& input,
                                          const AllGatherOptions& options = {});
   std::unique_ptr<Work> gather_async(at::Tensor& output, const at::Tensor& input, const GatherOptions& options = {});
-  std::unique_ptr<Work> scatter_async(at::Tensor& output, const at::Tensor& input,
-                                      const ScatterOptions& options = {});
+  std::unique_ptr<Work> scatter_async(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options = {});
   std::unique_ptr<Work> reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
                                              const ReduceScatterOptions& options = {});
   std::unique_ptr<Work> all_to_all_async(at::Tensor& output, const at::Tensor& input,
@@ -145,7 +144,7 @@ class ProcessGroup {
   void wait_control(MPI_Request& request, const std::string& what);
   void verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule);
   std::vector<std::vector<char>> exchange_bytes(const std::vector<char>& mine, int root, bool everyone,
-                                               const std::string& what);
+                                                const std::string& what);
 
   std::string name_;
   int rank_ = 0;

@@ -38,8 +38,12 @@ class BatchPipeline {
   using WorkerStart = std::function<void(int worker)>;
 
   BatchPipeline(Load load, std::int64_t first, std::int64_t last, int workers, int prefetch, WorkerStart start)
-      : load_(std::move(load)), next_(first), last_(last), workers_(workers),
-        window_(static_cast<std::int64_t>(workers) * prefetch), consumed_(first) {
+      : load_(std::move(load)),
+        next_(first),
+        last_(last),
+        workers_(workers),
+        window_(static_cast<std::int64_t>(workers) * prefetch),
+        consumed_(first) {
     for (int w = 0; w < workers_; ++w) {
       threads_.emplace_back([this, w, first, start] { run_worker(w, first + w, start); });
     }
@@ -121,10 +125,10 @@ class BatchPipeline {
   std::int64_t window_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::int64_t consumed_;  // guarded; the index the consumer waits for
-  bool stop_ = false;          // guarded
+  std::int64_t consumed_;                                                  // guarded; the index the consumer waits for
+  bool stop_ = false;                                                      // guarded
   std::map<std::int64_t, std::variant<Batch, std::exception_ptr>> ready_;  // guarded
-  std::vector<std::thread> threads_;  // last: joined before the rest goes
+  std::vector<std::thread> threads_;                                       // last: joined before the rest goes
 };
 
 }  // namespace detail

@@ -131,12 +131,32 @@ class BatchSamplerShard::iterator {
   reference operator[](difference_type n) const { return shard_->batch(index_ + n); }
   [[nodiscard]] difference_type index() const noexcept { return index_; }
 
-  iterator& operator++() noexcept { ++index_; return *this; }
-  iterator operator++(int) noexcept { iterator old = *this; ++index_; return old; }
-  iterator& operator--() noexcept { --index_; return *this; }
-  iterator operator--(int) noexcept { iterator old = *this; --index_; return old; }
-  iterator& operator+=(difference_type n) noexcept { index_ += n; return *this; }
-  iterator& operator-=(difference_type n) noexcept { index_ -= n; return *this; }
+  iterator& operator++() noexcept {
+    ++index_;
+    return *this;
+  }
+  iterator operator++(int) noexcept {
+    iterator old = *this;
+    ++index_;
+    return old;
+  }
+  iterator& operator--() noexcept {
+    --index_;
+    return *this;
+  }
+  iterator operator--(int) noexcept {
+    iterator old = *this;
+    --index_;
+    return old;
+  }
+  iterator& operator+=(difference_type n) noexcept {
+    index_ += n;
+    return *this;
+  }
+  iterator& operator-=(difference_type n) noexcept {
+    index_ -= n;
+    return *this;
+  }
   friend iterator operator+(iterator it, difference_type n) noexcept { return it += n; }
   friend iterator operator+(difference_type n, iterator it) noexcept { return it += n; }
   friend iterator operator-(iterator it, difference_type n) noexcept { return it -= n; }

@@ -135,7 +135,7 @@ class DataLoader {
 
   std::shared_ptr<detail::RngSynchronizer> rng_synchronizer_;
   LifetimeWatch state_watch_;
-  bool resume_pending_ = false;  // load_state_dict ran; the next pass continues it
+  bool resume_pending_ = false;   // load_state_dict ran; the next pass continues it
   bool epoch_completed_ = false;  // the last pass ran to its end; the next begin() moves to the next epoch
   bool in_pass_ = false;
   PassListener* listener_ = nullptr;

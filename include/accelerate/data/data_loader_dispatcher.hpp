@@ -47,7 +47,7 @@
 namespace accelerate {
 
 template <class Dataset>
-  requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
+requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
 class DataLoaderDispatcher final : public DataLoader {
  public:
   static constexpr bool kMapStyle = MapStyleDataset<Dataset>;
@@ -86,15 +86,17 @@ class DataLoaderDispatcher final : public DataLoader {
                                             ". Use num_workers = 1 to read ahead on a background thread, or 0.");
       }
       if (options_.shuffle) {
-        detail::loader_error(component, "a stream has no indices to shuffle. Shuffle inside the stream (for "
-                                        "example with a shuffle buffer), or set shuffle = false.");
+        detail::loader_error(component,
+                             "a stream has no indices to shuffle. Shuffle inside the stream (for "
+                             "example with a shuffle buffer), or set shuffle = false.");
       }
     } else {
       const auto length = std::as_const(dataset).size();
       if (!length) {
-        detail::loader_error(component, "the dataset's size() is unknown, but a map-style dataset is read by "
-                                        "index 0 ... n-1 and needs n. Give it a size(), or make it a stream "
-                                        "(get_batch).");
+        detail::loader_error(component,
+                             "the dataset's size() is unknown, but a map-style dataset is read by "
+                             "index 0 ... n-1 and needs n. Give it a size(), or make it a stream "
+                             "(get_batch).");
       }
       dataset_size_ = static_cast<std::int64_t>(*length);
     }
@@ -124,11 +126,7 @@ class DataLoaderDispatcher final : public DataLoader {
     return stream_remainder_;
   }
   /// Batches of a whole epoch (every process receives the same number).
-  [[nodiscard]] std::int64_t size() const
-    requires kMapStyle
-  {
-    return epoch_batches();
-  }
+  [[nodiscard]] std::int64_t size() const requires kMapStyle { return epoch_batches(); }
   /// The dataset's length; -1 for a stream.
   [[nodiscard]] std::int64_t total_dataset_length() const noexcept override { return dataset_size_; }
   [[nodiscard]] std::int64_t batch_size() const noexcept { return options_.batch_size; }
@@ -149,20 +147,20 @@ class DataLoaderDispatcher final : public DataLoader {
   const Batch* start_pass() override;
   void drop_pass() override { pass_.reset(); }
   [[nodiscard]] BatchSamplerShardOptions shard_options() const override {
-    return {.num_processes = processes_, .process_index = 0, .split_batches = config_.split_batches,
+    return {.num_processes = processes_,
+            .process_index = 0,
+            .split_batches = config_.split_batches,
             .even_batches = true};
   }
   const Batch* next_batch() override {
     step();
     return current();
   }
-  [[nodiscard]] const Batch* current() const noexcept {
-    return pass_ && pass_->current ? &*pass_->current : nullptr;
-  }
+  [[nodiscard]] const Batch* current() const noexcept { return pass_ && pass_->current ? &*pass_->current : nullptr; }
 
   struct Pass {
     std::unique_ptr<detail::BatchPipeline<std::optional<Global>>> pipeline;  // main only
-    std::optional<Global> lookahead;                                          // main only
+    std::optional<Global> lookahead;                                         // main only
     std::optional<Batch> current;
     std::int64_t current_index = -1;
     bool over = false;
@@ -293,7 +291,7 @@ class DataLoaderDispatcher final : public DataLoader {
 };
 
 template <class Dataset>
-  requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
+requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
 const typename DataLoaderDispatcher<Dataset>::Batch* DataLoaderDispatcher<Dataset>::start_pass() {
   pass_.reset();
   const std::int64_t start = begin_position();
@@ -324,9 +322,11 @@ const typename DataLoaderDispatcher<Dataset>::Batch* DataLoaderDispatcher<Datase
           if (init) init(worker, mine);
         };
       }
-      pass->pipeline = std::make_unique<detail::BatchPipeline<std::optional<Global>>>(
-          std::move(load), kMapStyle ? std::min(start, last) : start, last, workers, options_.prefetch_factor,
-          std::move(start_worker));
+      pass->pipeline =
+          std::make_unique<detail::BatchPipeline<std::optional<Global>>>(std::move(load),
+                                                                         kMapStyle ? std::min(start, last) : start,
+                                                                         last, workers, options_.prefetch_factor,
+                                                                         std::move(start_worker));
       if (auto first = pass->pipeline->next(); first && *first) pass->lookahead = std::move(*first);
     } catch (const std::exception& error) {
       scatter_->fail(error.what());

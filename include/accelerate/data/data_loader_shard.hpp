@@ -56,7 +56,7 @@ namespace accelerate {
 template <class D>
 concept MapStyleDataset = requires(D& dataset, const D& const_dataset, std::size_t index) {
   { dataset.get(index) } -> std::convertible_to<torch::data::Example<>>;
-  { static_cast<bool>(const_dataset.size()) };
+  {static_cast<bool>(const_dataset.size())};
   { *const_dataset.size() } -> std::convertible_to<std::size_t>;
 };
 
@@ -70,7 +70,6 @@ concept MapStyleDataset = requires(D& dataset, const D& const_dataset, std::size
 template <MapStyleDataset Dataset>
 class DataLoaderShard final : public DataLoader {
  public:
-
   /// Collective over state.world_comm() when the seed must be drawn (shuffle
   /// with a seedable sampler, no data_seed, and no set_seed before): rank 0
   /// draws it and broadcasts it. Throws ConfigError for an unknown dataset size, a batch
@@ -118,9 +117,7 @@ class DataLoaderShard final : public DataLoader {
     step();
     return current();
   }
-  [[nodiscard]] const Batch* current() const noexcept {
-    return pass_ && pass_->current ? &*pass_->current : nullptr;
-  }
+  [[nodiscard]] const Batch* current() const noexcept { return pass_ && pass_->current ? &*pass_->current : nullptr; }
 
   struct Pass {
     BatchSamplerShard shard;
@@ -168,12 +165,11 @@ class DataLoaderShard final : public DataLoader {
     }
     dataset_size_ = static_cast<std::int64_t>(*length);
     sharding_ = {.num_processes = placement.num_processes,
-                      .process_index = placement.process_index,
-                      .split_batches = config_.split_batches,
-                      .even_batches = config_.even_batches};
+                 .process_index = placement.process_index,
+                 .split_batches = config_.split_batches,
+                 .even_batches = config_.even_batches};
     // Validates the batch size against the world and the rank.
-    const auto mine = BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last,
-                                                    sharding_);
+    const auto mine = BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last, sharding_);
     BatchSamplerShardOptions first = sharding_;
     first.process_index = 0;  // rank 0 has the most batches: one per round
     rounds_ = BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last, first).size();
@@ -249,9 +245,9 @@ const typename DataLoaderShard<Dataset>::Batch* DataLoaderShard<Dataset>::start_
       if (init) init(worker, mine);
     };
   }
-  pass->pipeline = std::make_unique<detail::BatchPipeline<Batch>>(
-      std::move(load), std::min(first, pass->shard.size()), pass->shard.size(), workers, options_.prefetch_factor,
-      std::move(start_worker));
+  pass->pipeline = std::make_unique<detail::BatchPipeline<Batch>>(std::move(load), std::min(first, pass->shard.size()),
+                                                                  pass->shard.size(), workers, options_.prefetch_factor,
+                                                                  std::move(start_worker));
   pass_ = std::move(pass);
   step();
   return current();

@@ -71,9 +71,9 @@ class IterableDatasetShard {
 
   /// Shards the samples of [first, last); the range must outlive the shard.
   template <std::input_iterator It, std::sentinel_for<It> S>
-    requires std::copy_constructible<It> && std::copy_constructible<S> &&
-             std::constructible_from<T, std::iter_reference_t<It>>
-  IterableDatasetShard(It first, S last, const IterableDatasetShardOptions& options)
+  requires std::copy_constructible<It> && std::copy_constructible<S> &&
+      std::constructible_from<T, std::iter_reference_t<It>>
+      IterableDatasetShard(It first, S last, const IterableDatasetShardOptions& options)
       : IterableDatasetShard(
             [first = std::move(first), last = std::move(last)]() mutable -> std::optional<T> {
               if (first == last) return std::nullopt;

@@ -23,9 +23,8 @@ namespace accelerate {
 /// Collective over state's world when the chosen loader communicates (a
 /// dispatcher, or a shuffled loader without data_seed).
 template <class Dataset>
-  requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
-std::unique_ptr<DataLoader> prepare_data_loader(Dataset dataset, const State& state, DataLoaderOptions options = {},
-                                                DataLoaderConfiguration config = {}) {
+requires MapStyleDataset<Dataset> || StreamDataset<Dataset> std::unique_ptr<DataLoader> prepare_data_loader(
+    Dataset dataset, const State& state, DataLoaderOptions options = {}, DataLoaderConfiguration config = {}) {
   if constexpr (MapStyleDataset<Dataset>) {
     if (config.dispatch_batches.value_or(false)) {
       return std::make_unique<DataLoaderDispatcher<Dataset>>(std::move(dataset), state, std::move(options), config);

@@ -47,26 +47,32 @@ class StreamDataLoaderShard final : public DataLoader {
  private:
   StreamDataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options,
                         DataLoaderConfiguration config, const State* state)
-      : dataset_(std::make_shared<Dataset>(std::move(dataset))), options_(std::move(options)), config_(config),
+      : dataset_(std::make_shared<Dataset>(std::move(dataset))),
+        options_(std::move(options)),
+        config_(config),
         device_(placement.device),
         sharding_{.batch_size = options_.batch_size,
-                       .drop_last = options_.drop_last,
-                       .num_processes = placement.num_processes,
-                       .process_index = placement.process_index,
-                       .split_batches = config_.split_batches} {
+                  .drop_last = options_.drop_last,
+                  .num_processes = placement.num_processes,
+                  .process_index = placement.process_index,
+                  .split_batches = config_.split_batches} {
     constexpr std::string_view component = "StreamDataLoaderShard";
     if (config_.dispatch_batches.value_or(false)) {
-      detail::loader_error(component, "dispatch_batches = true asks for the main process to read and scatter, "
-                                      "which is DataLoaderDispatcher's job. Build a DataLoaderDispatcher, or set "
-                                      "dispatch_batches = false.");
+      detail::loader_error(component,
+                           "dispatch_batches = true asks for the main process to read and scatter, "
+                           "which is DataLoaderDispatcher's job. Build a DataLoaderDispatcher, or set "
+                           "dispatch_batches = false.");
     }
     if (options_.shuffle) {
-      detail::loader_error(component, "a stream has no indices to shuffle. Shuffle inside the stream, or set "
-                                      "shuffle = false.");
+      detail::loader_error(component,
+                           "a stream has no indices to shuffle. Shuffle inside the stream, or set "
+                           "shuffle = false.");
     }
     if (options_.num_workers != 0) {
-      detail::loader_error(component, "every process reads the stream in order on the calling thread; "
-                                      "num_workers must be 0 (it is " + std::to_string(options_.num_workers) + ").");
+      detail::loader_error(component,
+                           "every process reads the stream in order on the calling thread; "
+                           "num_workers must be 0 (it is " +
+                               std::to_string(options_.num_workers) + ").");
     }
     // Validates the batch size against the world (throws ConfigError).
     const IterableDatasetShard<torch::data::Example<>> probe([] { return std::optional<Batch>(); }, sharding_);
@@ -77,7 +83,6 @@ class StreamDataLoaderShard final : public DataLoader {
   }
 
  public:
-
   [[nodiscard]] std::int64_t remainder() const noexcept override { return options_.drop_last ? -1 : remainder_; }
   [[nodiscard]] std::int64_t total_dataset_length() const noexcept override { return -1; }
   // state_dict()/load_state_dict() as for every DataLoader. A stream cannot

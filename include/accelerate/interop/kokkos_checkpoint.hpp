@@ -51,9 +51,10 @@ checkpoint::TensorState checkpoint_state(const V& view, Distribution distributio
                         "'. Register the same views, in the same order, as the run that saved it.");
     }
     if (it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
-      throw ConfigError("checkpoint: the Kokkos view '" + view.label() + "' is " + detail::shape_string(target.sizes()) +
-                        " " + c10::toString(target.scalar_type()) + " but the checkpoint holds " +
-                        detail::shape_string(it->second.sizes()) + " " + c10::toString(it->second.scalar_type()) +
+      throw ConfigError("checkpoint: the Kokkos view '" + view.label() + "' is " +
+                        detail::shape_string(target.sizes()) + " " + c10::toString(target.scalar_type()) +
+                        " but the checkpoint holds " + detail::shape_string(it->second.sizes()) + " " +
+                        c10::toString(it->second.scalar_type()) +
                         ". Allocate the view with the saved extents and value type before load_state.");
     }
     target.copy_(it->second);  // strided copy: any layout, any device

@@ -63,31 +63,31 @@ at::Tensor root_output(const ProcessGroup& group, const V& view, int root) {
 
 /// Reduces `view` over the group, in place, on every rank.
 template <kokkos::ShareableView V>
-  requires(!std::is_const_v<typename V::value_type>)
-void all_reduce(ProcessGroup& group, const V& view, const AllReduceOptions& options = {}) {
+requires(!std::is_const_v<typename V::value_type>) void all_reduce(ProcessGroup& group, const V& view,
+                                                                   const AllReduceOptions& options = {}) {
   at::Tensor tensor = kokkos::detail::elementwise_tensor(view);
   group.all_reduce(tensor, options);
 }
 
 /// Posted form of all_reduce; the Work keeps the view's memory alive.
 template <kokkos::ShareableView V>
-  requires(!std::is_const_v<typename V::value_type>)
-std::unique_ptr<Work> all_reduce_async(ProcessGroup& group, const V& view, const AllReduceOptions& options = {}) {
+requires(!std::is_const_v<typename V::value_type>) std::unique_ptr<Work> all_reduce_async(
+    ProcessGroup& group, const V& view, const AllReduceOptions& options = {}) {
   at::Tensor tensor = kokkos::detail::elementwise_tensor(view);
   return group.all_reduce_async(tensor, options);
 }
 
 /// The root's `view` is sent; elsewhere `view` (same shape) is overwritten.
 template <kokkos::ShareableView V>
-  requires(!std::is_const_v<typename V::value_type>)
-void broadcast(ProcessGroup& group, const V& view, const BroadcastOptions& options = {}) {
+requires(!std::is_const_v<typename V::value_type>) void broadcast(ProcessGroup& group, const V& view,
+                                                                  const BroadcastOptions& options = {}) {
   at::Tensor tensor = kokkos::detail::elementwise_tensor(view);
   group.broadcast(tensor, options);
 }
 
 template <kokkos::ShareableView V>
-  requires(!std::is_const_v<typename V::value_type>)
-std::unique_ptr<Work> broadcast_async(ProcessGroup& group, const V& view, const BroadcastOptions& options = {}) {
+requires(!std::is_const_v<typename V::value_type>) std::unique_ptr<Work> broadcast_async(
+    ProcessGroup& group, const V& view, const BroadcastOptions& options = {}) {
   at::Tensor tensor = kokkos::detail::elementwise_tensor(view);
   return group.broadcast_async(tensor, options);
 }
@@ -96,16 +96,17 @@ std::unique_ptr<Work> broadcast_async(ProcessGroup& group, const V& view, const 
 
 /// input [k, …] on every rank -> output [size*k, …] on every rank (rank order).
 template <kokkos::ShareableView Out, kokkos::ShareableView In>
-  requires(!std::is_const_v<typename Out::value_type>)
-void all_gather(ProcessGroup& group, const Out& output, const In& input, const AllGatherOptions& options = {}) {
+requires(!std::is_const_v<typename Out::value_type>) void all_gather(ProcessGroup& group, const Out& output,
+                                                                     const In& input,
+                                                                     const AllGatherOptions& options = {}) {
   at::Tensor out = kokkos::to_tensor(output);
   group.all_gather_async(out, kokkos::to_tensor(input), options)->wait();
 }
 
 /// input [k, …] -> output [size*k, …] on the root; `output` is ignored elsewhere.
 template <kokkos::ShareableView Out, kokkos::ShareableView In>
-  requires(!std::is_const_v<typename Out::value_type>)
-void gather(ProcessGroup& group, const Out& output, const In& input, const GatherOptions& options = {}) {
+requires(!std::is_const_v<typename Out::value_type>) void gather(ProcessGroup& group, const Out& output,
+                                                                 const In& input, const GatherOptions& options = {}) {
   at::Tensor out = kokkos::detail::root_output(group, output, options.root);
   group.gather_async(out, kokkos::to_tensor(input), options)->wait();
 }
@@ -113,8 +114,8 @@ void gather(ProcessGroup& group, const Out& output, const In& input, const Gathe
 /// The root's input [size*k, …] -> output [k, …] on every rank; `input` is
 /// ignored off the root.
 template <kokkos::ShareableView Out, kokkos::ShareableView In>
-  requires(!std::is_const_v<typename Out::value_type>)
-void scatter(ProcessGroup& group, const Out& output, const In& input, const ScatterOptions& options = {}) {
+requires(!std::is_const_v<typename Out::value_type>) void scatter(ProcessGroup& group, const Out& output,
+                                                                  const In& input, const ScatterOptions& options = {}) {
   at::Tensor out = kokkos::to_tensor(output);
   const at::Tensor in = group.rank() == options.root ? kokkos::to_tensor(input) : at::Tensor();
   group.scatter_async(out, in, options)->wait();
@@ -122,9 +123,9 @@ void scatter(ProcessGroup& group, const Out& output, const In& input, const Scat
 
 /// input [size*k, …] -> this rank's reduced block, output [k, …].
 template <kokkos::ShareableView Out, kokkos::ShareableView In>
-  requires(!std::is_const_v<typename Out::value_type>)
-void reduce_scatter(ProcessGroup& group, const Out& output, const In& input,
-                    const ReduceScatterOptions& options = {}) {
+requires(!std::is_const_v<typename Out::value_type>) void reduce_scatter(ProcessGroup& group, const Out& output,
+                                                                         const In& input,
+                                                                         const ReduceScatterOptions& options = {}) {
   at::Tensor out = kokkos::to_tensor(output);
   group.reduce_scatter_async(out, kokkos::to_tensor(input), options)->wait();
 }
@@ -132,8 +133,9 @@ void reduce_scatter(ProcessGroup& group, const Out& output, const In& input,
 /// input [size*k, …]: block r goes to rank r; output [size*k, …] receives
 /// the blocks in rank order.
 template <kokkos::ShareableView Out, kokkos::ShareableView In>
-  requires(!std::is_const_v<typename Out::value_type>)
-void all_to_all(ProcessGroup& group, const Out& output, const In& input, const AllToAllOptions& options = {}) {
+requires(!std::is_const_v<typename Out::value_type>) void all_to_all(ProcessGroup& group, const Out& output,
+                                                                     const In& input,
+                                                                     const AllToAllOptions& options = {}) {
   at::Tensor out = kokkos::to_tensor(output);
   group.all_to_all_async(out, kokkos::to_tensor(input), options)->wait();
 }

@@ -32,8 +32,7 @@ class ViewDataset : public torch::data::datasets::Dataset<ViewDataset> {
 
   /// Samples data(i, …) with targets(i, …); the views' first extents must agree.
   template <ShareableView D, ShareableView T>
-  ViewDataset(const D& data, const T& targets)
-      : data_(samples_of(data)), targets_(samples_of(targets)) {
+  ViewDataset(const D& data, const T& targets) : data_(samples_of(data)), targets_(samples_of(targets)) {
     if (targets_.size(0) != data_.size(0)) {
       throw ConfigError(accelerate::detail::where() + " ViewDataset: the data view has " +
                         std::to_string(data_.size(0)) + " samples (extent 0) but the targets view has " +
@@ -51,9 +50,7 @@ class ViewDataset : public torch::data::datasets::Dataset<ViewDataset> {
     return {data_.select(0, i), targets_.defined() ? targets_.select(0, i) : torch::empty({0})};
   }
 
-  [[nodiscard]] torch::optional<std::size_t> size() const override {
-    return static_cast<std::size_t>(data_.size(0));
-  }
+  [[nodiscard]] torch::optional<std::size_t> size() const override { return static_cast<std::size_t>(data_.size(0)); }
 
   /// All samples as one tensor sharing the data view's memory.
   [[nodiscard]] const at::Tensor& data() const noexcept { return data_; }

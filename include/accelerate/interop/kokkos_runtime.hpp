@@ -143,9 +143,10 @@ class [[nodiscard]] KokkosRuntime {
     finalized = finalized || Kokkos::is_finalized();
 #endif
     if (!Kokkos::is_initialized() && finalized) {
-      detail::runtime_error("Kokkos was already initialised and finalised in this process, and Kokkos cannot be "
-                            "initialised twice",
-                            "Create one KokkosRuntime for the whole program, right after the State");
+      detail::runtime_error(
+          "Kokkos was already initialised and finalised in this process, and Kokkos cannot be "
+          "initialised twice",
+          "Create one KokkosRuntime for the whole program, right after the State");
     }
     if (!Kokkos::is_initialized()) return false;
     check_device(state);

@@ -54,11 +54,11 @@ namespace detail {
 template <class T>
 struct ScalarTraits;
 
-#define ACCELERATE_KOKKOS_SCALAR(cpp_type, torch_type, label)                \
-  template <>                                                                \
-  struct ScalarTraits<cpp_type> {                                            \
-    static constexpr c10::ScalarType type = c10::ScalarType::torch_type;     \
-    static constexpr const char* name = label;                               \
+#define ACCELERATE_KOKKOS_SCALAR(cpp_type, torch_type, label)            \
+  template <>                                                            \
+  struct ScalarTraits<cpp_type> {                                        \
+    static constexpr c10::ScalarType type = c10::ScalarType::torch_type; \
+    static constexpr const char* name = label;                           \
   };
 ACCELERATE_KOKKOS_SCALAR(float, Float, "float")
 ACCELERATE_KOKKOS_SCALAR(double, Double, "double")
@@ -131,21 +131,26 @@ struct LayoutTraits<Kokkos::LayoutStride> {
 
 /// A value type with a tensor dtype of the same bits (const allowed).
 template <class T>
-concept ShareableScalar = requires { detail::ScalarTraits<std::remove_const_t<T>>::type; };
+concept ShareableScalar = requires {
+  detail::ScalarTraits<std::remove_const_t<T>>::type;
+};
 
 /// A memory space whose allocations a tensor can address.
 template <class Space>
-concept ShareableMemorySpace = requires { detail::SpaceTraits<Space>::device; };
+concept ShareableMemorySpace = requires {
+  detail::SpaceTraits<Space>::device;
+};
 
 /// A layout with a strided tensor equivalent.
 template <class Layout>
-concept ShareableLayout = requires { detail::LayoutTraits<Layout>::name; };
+concept ShareableLayout = requires {
+  detail::LayoutTraits<Layout>::name;
+};
 
 /// A Kokkos::View whose memory a tensor can share (and the reverse).
 template <class V>
 concept ShareableView = Kokkos::is_view<V>::value && ShareableScalar<typename V::value_type> &&
-                        ShareableMemorySpace<typename V::memory_space> &&
-                        ShareableLayout<typename V::array_layout>;
+    ShareableMemorySpace<typename V::memory_space> && ShareableLayout<typename V::array_layout>;
 
 /// The tensor dtype of a value type.
 template <ShareableScalar T>
@@ -200,8 +205,7 @@ std::string view_description() {
          LayoutTraits<typename V::array_layout>::name + ", " + SpaceTraits<typename V::memory_space>::name + ">";
 }
 
-[[noreturn]] inline void conversion_error(const std::string& call, const std::string& what,
-                                          const std::string& remedy) {
+[[noreturn]] inline void conversion_error(const std::string& call, const std::string& what, const std::string& remedy) {
   throw ConversionError(accelerate::detail::where() + " " + call + ": " + what + ". " + remedy);
 }
 
@@ -249,9 +253,8 @@ at::Tensor to_tensor(const V& view) {
   }
   const c10::IntArrayRef size_ref(sizes.data(), rank);
   const c10::IntArrayRef stride_ref(strides.data(), rank);
-  const auto options = at::TensorOptions()
-                           .dtype(dtype_of<Value>())
-                           .device(detail::device_of_space<typename V::memory_space>());
+  const auto options =
+      at::TensorOptions().dtype(dtype_of<Value>()).device(detail::device_of_space<typename V::memory_space>());
   if (view.size() == 0 || view.data() == nullptr) {
     return at::empty(size_ref, options);
   }
@@ -291,8 +294,9 @@ V to_view(const at::Tensor& tensor) {
   if (tensor.scalar_type() != dtype_of<Value>()) {
     detail::conversion_error(call,
                              std::string("the tensor's dtype is ") + c10::toString(tensor.scalar_type()) +
-                                 " but the view's value type " + detail::ScalarTraits<std::remove_const_t<Value>>::name +
-                                 " needs " + c10::toString(dtype_of<Value>()),
+                                 " but the view's value type " +
+                                 detail::ScalarTraits<std::remove_const_t<Value>>::name + " needs " +
+                                 c10::toString(dtype_of<Value>()),
                              "Convert the tensor first (tensor.to(dtype), a copy) or request a view of the "
                              "matching value type");
   }
@@ -319,9 +323,8 @@ V to_view(const at::Tensor& tensor) {
   if (tensor.device().type() != wanted_device.type() ||
       (wanted_device.has_index() && tensor.device().index() != wanted_device.index())) {
     detail::conversion_error(call,
-                             "the tensor is on " + tensor.device().str() + " but " +
-                                 detail::SpaceTraits<Space>::name + " memory is addressed from " +
-                                 wanted_device.str(),
+                             "the tensor is on " + tensor.device().str() + " but " + detail::SpaceTraits<Space>::name +
+                                 " memory is addressed from " + wanted_device.str(),
                              "Move the tensor first (tensor.to(device), a copy) or request a view in the "
                              "memory space of the tensor's device");
   }
@@ -384,13 +387,13 @@ at::Tensor copy_to_tensor(const V& view) {
 /// Copies the tensor's values into `view` (any layout), converting dtype and
 /// device as Tensor::copy_ does. The shapes must be equal.
 template <ShareableView V>
-  requires(!std::is_const_v<typename V::value_type>)
-void copy_to_view(const at::Tensor& tensor, const V& view) {
+requires(!std::is_const_v<typename V::value_type>) void copy_to_view(const at::Tensor& tensor, const V& view) {
   at::Tensor target = to_tensor(view);
   if (!tensor.defined() || tensor.sizes() != target.sizes()) {
     detail::conversion_error("copy_to_view<" + detail::view_description<V>() + ">",
                              "the tensor's shape " +
-                                 (tensor.defined() ? detail::shape_string(tensor.sizes()) : std::string("(undefined)")) +
+                                 (tensor.defined() ? detail::shape_string(tensor.sizes())
+                                                   : std::string("(undefined)")) +
                                  " differs from the view's " + detail::shape_string(target.sizes()),
                              "Pass a tensor of the view's shape (reshape or slice it first)");
   }

@@ -22,15 +22,15 @@ namespace accelerate {
 /// key appears in the file; unset fields leave the decision to the default.
 /// Field names follow EnvConfig so the two merge field by field.
 struct ConfigFile {
-  std::optional<std::string> mixed_precision;       ///< `mixed_precision`: "no" | "fp16" | "bf16" (lower case)
-  std::optional<bool> use_cpu;                      ///< `use_cpu`
-  std::optional<bool> debug_mode;                   ///< `debug` (ACCELERATE_DEBUG_MODE)
-  std::optional<bool> cpu_affinity;                 ///< `enable_cpu_affinity` (ACCELERATE_CPU_AFFINITY)
-  std::optional<int> gradient_accumulation_steps;   ///< `gradient_accumulation_steps`: ≥ 1
-  std::optional<std::string> log_level;             ///< `log_level`: debug | info | warning | error
-  std::optional<std::chrono::seconds> timeout;      ///< `timeout`: seconds, 1 … 604800
-  std::optional<std::string> mpi_thread_level;      ///< `mpi_thread_level`: single | funneled | serialized | multiple
-  std::optional<int> emulated_ranks_per_node;       ///< `emulated_ranks_per_node`: ≥ 1
+  std::optional<std::string> mixed_precision;      ///< `mixed_precision`: "no" | "fp16" | "bf16" (lower case)
+  std::optional<bool> use_cpu;                     ///< `use_cpu`
+  std::optional<bool> debug_mode;                  ///< `debug` (ACCELERATE_DEBUG_MODE)
+  std::optional<bool> cpu_affinity;                ///< `enable_cpu_affinity` (ACCELERATE_CPU_AFFINITY)
+  std::optional<int> gradient_accumulation_steps;  ///< `gradient_accumulation_steps`: ≥ 1
+  std::optional<std::string> log_level;            ///< `log_level`: debug | info | warning | error
+  std::optional<std::chrono::seconds> timeout;     ///< `timeout`: seconds, 1 … 604800
+  std::optional<std::string> mpi_thread_level;     ///< `mpi_thread_level`: single | funneled | serialized | multiple
+  std::optional<int> emulated_ranks_per_node;      ///< `emulated_ranks_per_node`: ≥ 1
 
   /// Top-level keys this library does not know (e.g. the `distributed_type`
   /// or `num_processes` that Python Accelerate writes), in file order. They

@@ -9,7 +9,9 @@
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "accelerate/format.hpp"
 #include "accelerate/runtime/log_level.hpp"
 #include "accelerate/runtime/state.hpp"
 
@@ -34,12 +36,39 @@ class Logger {
   void log(LogLevel level, std::string_view message, LogOptions options = {}) const;
   void debug(std::string_view message, LogOptions options = {}) const { log(LogLevel::Debug, message, options); }
   void info(std::string_view message, LogOptions options = {}) const { log(LogLevel::Info, message, options); }
-  void warning(std::string_view message, LogOptions options = {}) const {
-    log(LogLevel::Warning, message, options);
-  }
+  void warning(std::string_view message, LogOptions options = {}) const { log(LogLevel::Warning, message, options); }
   void error(std::string_view message, LogOptions options = {}) const { log(LogLevel::Error, message, options); }
 
+  /// Formatted records (accelerate/format.hpp): `logger.info("step {} loss {:.4f}", step, loss)`.
+  /// The text is formatted only when the level lets the record through. The
+  /// format string is checked at compile time; a record with no argument
+  /// is taken as it is (its braces are text).
+  template <class... Args>
+  requires(sizeof...(Args) > 0) void debug(format_string<Args...> text, Args&&... args) const {
+    log_formatted(LogLevel::Debug, text, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  requires(sizeof...(Args) > 0) void info(format_string<Args...> text, Args&&... args) const {
+    log_formatted(LogLevel::Info, text, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  requires(sizeof...(Args) > 0) void warning(format_string<Args...> text, Args&&... args) const {
+    log_formatted(LogLevel::Warning, text, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  requires(sizeof...(Args) > 0) void error(format_string<Args...> text, Args&&... args) const {
+    log_formatted(LogLevel::Error, text, std::forward<Args>(args)...);
+  }
+
  private:
+  template <class... Args>
+  void log_formatted(LogLevel level, format_string<Args...> text, Args&&... args) const {
+    // Formatted records are the main process's (LogOptions' default): no
+    // other rank pays for the formatting.
+    if (level < level_ || !state_.is_main_process()) return;
+    log(level, accelerate::format(text, std::forward<Args>(args)...));
+  }
+
   void emit(LogLevel level, std::string_view message) const;
 
   const State& state_;

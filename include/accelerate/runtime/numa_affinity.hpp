@@ -65,9 +65,9 @@ struct NumaAffinityOptions {
 
 /// Why the process ended up with the binding it has.
 enum class AffinityDecision {
-  Bound,              ///< bound to the computed placement
-  KeptLauncherBinding,///< policy Respect and the launcher had already bound it
-  Disabled,           ///< policy Off: nothing changed
+  Bound,                ///< bound to the computed placement
+  KeptLauncherBinding,  ///< policy Respect and the launcher had already bound it
+  Disabled,             ///< policy Off: nothing changed
 };
 
 std::string_view to_string(AffinityDecision decision);
@@ -77,12 +77,12 @@ struct NumaBinding {
   AffinityDecision decision = AffinityDecision::Disabled;
   int local_process_index = 0;
   int num_local_processes = 1;
-  std::vector<int> cpus;        ///< OS indices of the PUs (hardware threads), ascending
-  std::vector<int> numa_nodes;  ///< OS indices of the NUMA nodes memory is bound to
-  int cores = 0;                ///< physical cores in `cpus`
-  int intra_op_threads = 0;     ///< LibTorch threads set (0: left alone)
+  std::vector<int> cpus;                      ///< OS indices of the PUs (hardware threads), ascending
+  std::vector<int> numa_nodes;                ///< OS indices of the NUMA nodes memory is bound to
+  int cores = 0;                              ///< physical cores in `cpus`
+  int intra_op_threads = 0;                   ///< LibTorch threads set (0: left alone)
   std::optional<std::string> gpu_pci_bus_id;  ///< the GPU that decided the domain
-  std::vector<std::string> notes;  ///< fallbacks taken (oversubscription, GPU not found, …)
+  std::vector<std::string> notes;             ///< fallbacks taken (oversubscription, GPU not found, …)
 
   /// One line: "local 1/4: cpus 8-15,40-47 (8 cores) numa 1 threads 8 [bound, gpu 0000:31:00.0]".
   [[nodiscard]] std::string describe() const;
@@ -109,7 +109,8 @@ NumaBinding set_numa_affinity(const State& state, NumaAffinityOptions options = 
 /// Binds when `enabled` says so, or, when it is unset, when
 /// ACCELERATE_CPU_AFFINITY=1 (State overload, policy Respect, so collective
 /// over the node when it binds); returns nullopt when it does not bind.
-std::optional<NumaBinding> apply_configured_numa_affinity(const State& state, std::optional<bool> enabled = std::nullopt);
+std::optional<NumaBinding> apply_configured_numa_affinity(const State& state,
+                                                          std::optional<bool> enabled = std::nullopt);
 
 /// The cached binding, if set_numa_affinity ran in this process.
 std::optional<NumaBinding> cached_numa_affinity();

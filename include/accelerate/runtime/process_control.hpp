@@ -95,8 +95,7 @@ ProcessSlice slice_for_process(std::size_t length, int count, int index);
 /// when empty, the last item of `inputs`), so collectives over the results
 /// line up. Use gather_for_metrics-style truncation to drop the padding.
 template <typename T>
-std::vector<T> split_between_processes(const State& state, const std::vector<T>& inputs,
-                                       bool apply_padding = false) {
+std::vector<T> split_between_processes(const State& state, const std::vector<T>& inputs, bool apply_padding = false) {
   const ProcessSlice slice = slice_for_process(inputs.size(), state.num_processes(), state.process_index());
   std::vector<T> result(inputs.begin() + static_cast<std::ptrdiff_t>(slice.begin),
                         inputs.begin() + static_cast<std::ptrdiff_t>(slice.end));

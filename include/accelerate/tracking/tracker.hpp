@@ -25,11 +25,11 @@ class LogValue {
   template <std::floating_point T>
   LogValue(T number) : value_(static_cast<double>(number)) {}  // NOLINT(google-explicit-constructor)
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  LogValue(T number) : value_(static_cast<std::int64_t>(number)) {}  // NOLINT(google-explicit-constructor)
+  requires(!std::same_as<T, bool>) LogValue(T number)
+      : value_(static_cast<std::int64_t>(number)) {}                // NOLINT(google-explicit-constructor)
   LogValue(bool flag) : value_(static_cast<std::int64_t>(flag)) {}  // NOLINT(google-explicit-constructor)
-  LogValue(std::string text) : value_(std::move(text)) {}  // NOLINT(google-explicit-constructor)
-  LogValue(const char* text) : value_(std::string(text)) {}  // NOLINT(google-explicit-constructor)
+  LogValue(std::string text) : value_(std::move(text)) {}           // NOLINT(google-explicit-constructor)
+  LogValue(const char* text) : value_(std::string(text)) {}         // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] const std::variant<double, std::int64_t, std::string>& get() const noexcept { return value_; }
   friend bool operator==(const LogValue&, const LogValue&) = default;
@@ -72,7 +72,7 @@ std::string_view to_string(LoggerType type);
 /// name, or a tracker object of your own.
 class TrackerChoice {
  public:
-  TrackerChoice(LoggerType type) : choice_(type) {}  // NOLINT(google-explicit-constructor)
+  TrackerChoice(LoggerType type) : choice_(type) {}                           // NOLINT(google-explicit-constructor)
   TrackerChoice(std::string_view name) : choice_(parse_logger_type(name)) {}  // NOLINT(google-explicit-constructor)
   TrackerChoice(const char* name) : TrackerChoice(std::string_view(name)) {}  // NOLINT(google-explicit-constructor)
   template <std::derived_from<GeneralTracker> T>

@@ -48,8 +48,8 @@ class TrackerSet {
   bool is_main_process_ = true;
   bool initialised_ = false;
   bool finished_ = false;
-  std::vector<std::shared_ptr<GeneralTracker>> active_;   // called on this process
-  std::vector<std::shared_ptr<GeneralTracker>> blanks_;   // stand-ins returned by get()
+  std::vector<std::shared_ptr<GeneralTracker>> active_;  // called on this process
+  std::vector<std::shared_ptr<GeneralTracker>> blanks_;  // stand-ins returned by get()
 };
 
 }  // namespace accelerate::tracking

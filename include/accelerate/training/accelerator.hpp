@@ -43,6 +43,7 @@
 #include "accelerate/comm/operations.hpp"
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/data/prepare_data_loader.hpp"
+#include "accelerate/format.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/tracking/tracker_set.hpp"
@@ -152,8 +153,8 @@ class Accelerator {
   /// and buffers broadcast from rank 0, bucketed gradient all-reduce that
   /// overlaps backward, autocast in forward<Net>() with mixed precision).
   template <class Module>
-    requires std::derived_from<Module, torch::nn::Module>
-  std::shared_ptr<DistributedModel> prepare(std::shared_ptr<Module> model) {
+  requires std::derived_from<Module, torch::nn::Module> std::shared_ptr<DistributedModel> prepare(
+      std::shared_ptr<Module> model) {
     return prepare_model(std::static_pointer_cast<torch::nn::Module>(std::move(model)));
   }
   template <class Impl>
@@ -179,8 +180,7 @@ class Accelerator {
   }
   /// Several objects at once, returned in the same order (prepared left to right).
   template <class... Objects>
-    requires(sizeof...(Objects) > 1)
-  auto prepare(Objects&&... objects) {
+  requires(sizeof...(Objects) > 1) auto prepare(Objects&&... objects) {
     return std::tuple{prepare(std::forward<Objects>(objects))...};
   }
   /// A schedule advanced by a callable (one call = one schedule step).
@@ -252,8 +252,7 @@ class Accelerator {
     return accelerate::reduce(*world_, data, reduction);
   }
   template <Nestable T>
-  T pad_across_processes(const T& data, std::int64_t dim = 0, const at::Scalar& pad_index = 0,
-                         bool pad_first = false) {
+  T pad_across_processes(const T& data, std::int64_t dim = 0, const at::Scalar& pad_index = 0, bool pad_first = false) {
     return accelerate::pad_across_processes(*world_, data, dim, pad_index, pad_first);
   }
   template <class T>
@@ -269,6 +268,11 @@ class Accelerator {
   // --- process control ------------------------------------------------------------
   void wait_for_everyone() const { state_->wait_for_everyone(); }
   void print(std::string_view text) const { state_->print(text); }
+  /// Formatted (accelerate/format.hpp): `accelerator.print("epoch {}: {:.3f}", epoch, loss)`.
+  template <class... Args>
+  requires(sizeof...(Args) > 0) void print(format_string<Args...> text, Args&&... args) const {
+    if (is_main_process()) state_->print(accelerate::format(text, std::forward<Args>(args)...));
+  }
   [[nodiscard]] MainProcessFirst main_process_first() const { return accelerate::main_process_first(*state_); }
   [[nodiscard]] MainProcessFirst local_main_process_first() const {
     return accelerate::local_main_process_first(*state_);
@@ -296,9 +300,11 @@ class Accelerator {
   /// Adds an object to every later save_state/load_state (kept by reference).
   template <TensorStateDict T>
   void register_for_checkpointing(T& object) {
-    register_for_checkpointing(checkpoint::TensorState{
-        [&object] { return std::map<std::string, at::Tensor>(object.state_dict()); },
-        [&object](const std::map<std::string, at::Tensor>& state) { object.load_state_dict(state); }});
+    register_for_checkpointing(
+        checkpoint::TensorState{[&object] { return std::map<std::string, at::Tensor>(object.state_dict()); },
+                                [&object](const std::map<std::string, at::Tensor>& state) {
+                                  object.load_state_dict(state);
+                                }});
   }
   void register_for_checkpointing(std::shared_ptr<torch::nn::Module> module);
   void register_for_checkpointing(checkpoint::TensorState state);
@@ -334,7 +340,7 @@ class Accelerator {
 
  private:
   struct OnState {};  // tag: the constructor both public ones delegate to
-  Accelerator(OnState, AcceleratorOptions options, std::shared_ptr<State> state);
+  Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state);
   std::shared_ptr<DistributedModel> prepare_model(std::shared_ptr<torch::nn::Module> module);
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();

@@ -140,7 +140,8 @@ class DistributedModel {
     ~NoSyncGuard() {
       if (model_ != nullptr) model_->set_require_backward_grad_sync(previous_);
     }
-    NoSyncGuard(NoSyncGuard&& other) noexcept : model_(std::exchange(other.model_, nullptr)), previous_(other.previous_) {}
+    NoSyncGuard(NoSyncGuard&& other) noexcept
+        : model_(std::exchange(other.model_, nullptr)), previous_(other.previous_) {}
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(NoSyncGuard&&) = delete;

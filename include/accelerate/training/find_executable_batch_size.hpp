@@ -64,9 +64,7 @@ auto find_executable_batch_size(ProcessGroup& group, std::int64_t starting_batch
         } else {
           return std::move(*result);
         }
-      case detail::AttemptOutcome::OutOfMemory:
-        detail::release_after_out_of_memory();
-        continue;
+      case detail::AttemptOutcome::OutOfMemory: detail::release_after_out_of_memory(); continue;
       case detail::AttemptOutcome::Failed:
         if (failure) std::rethrow_exception(failure);
         detail::throw_failed_elsewhere(batch_size);

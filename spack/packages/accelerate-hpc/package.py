@@ -42,6 +42,9 @@ class AccelerateHpc(CMakePackage):
     depends_on("nlohmann-json@3.10:", type="build")
     depends_on("cli11@2.1:", type="build")
     depends_on("yaml-cpp@0.6:")
+    # Format strings (accelerate/format.hpp), header-only; unused where the
+    # compiler's library has std::format, but cheap to have.
+    depends_on("fmt@8:")
     # LibTorch comes with PyTorch: its CMake package sits in site-packages.
     depends_on("py-torch~cuda", when="~cuda")
     depends_on("py-torch+cuda", when="+cuda")

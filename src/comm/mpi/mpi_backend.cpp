@@ -92,8 +92,8 @@ std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request
                                        const Timeout& timeout) {
   TimeoutPolicy policy = policy_;
   if (timeout) policy.timeout = *timeout;
-  return std::make_unique<MpiWork>(std::move(label), request, std::move(keep_alive), std::move(epilogue),
-                                   board_.get(), sequence, group_, policy, comm_.get());
+  return std::make_unique<MpiWork>(std::move(label), request, std::move(keep_alive), std::move(epilogue), board_.get(),
+                                   sequence, group_, policy, comm_.get());
 }
 
 void MpiBackend::check_root(int root, const char* operation) const {
@@ -119,8 +119,8 @@ std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduce
     if (average) buffer.data.div_(size);
     if (buffer.staged()) buffer.original.copy_(buffer.data);
   };
-  return post({"all_reduce", to_string(options.op), -1, &tensor}, request, sequence,
-              {buffer.original, buffer.data}, std::move(epilogue), options.timeout);
+  return post({"all_reduce", to_string(options.op), -1, &tensor}, request, sequence, {buffer.original, buffer.data},
+              std::move(epilogue), options.timeout);
 }
 
 void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {
@@ -161,8 +161,8 @@ std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastO
   auto epilogue = [buffer, receiver]() mutable {
     if (receiver && buffer.staged()) buffer.original.copy_(buffer.data);
   };
-  return post({"broadcast", {}, options.root, &tensor}, request, sequence,
-              {buffer.original, buffer.data}, std::move(epilogue), options.timeout);
+  return post({"broadcast", {}, options.root, &tensor}, request, sequence, {buffer.original, buffer.data},
+              std::move(epilogue), options.timeout);
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tensor& input,
@@ -176,8 +176,8 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
   ACCELERATE_MPI_CHECK(
       MPI_Iallgather(in.data.data_ptr(), count, type, out.data.data_ptr(), count, type, comm_.get(), &request));
   auto epilogue = copy_back(out);
-  return post({"all_gather", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
-              std::move(epilogue), options.timeout);
+  return post({"all_gather", {}, -1, &input}, request, sequence, {in.data, out.original, out.data}, std::move(epilogue),
+              options.timeout);
 }
 
 std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Tensor& input,
@@ -207,8 +207,8 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallgatherv(in.data.data_ptr(), element_counts[static_cast<std::size_t>(rank_)], type,
-                                       out.data.data_ptr(), element_counts.data(), displacements.data(), type, comm_.get(),
-                                       &request));
+                                       out.data.data_ptr(), element_counts.data(), displacements.data(), type,
+                                       comm_.get(), &request));
   auto epilogue = [copy = copy_back(out), layout] { copy(); };
   return post({"all_gather_v", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
               std::move(epilogue), options.timeout);
@@ -236,8 +236,8 @@ std::unique_ptr<Work> MpiBackend::gather(at::Tensor& output, const at::Tensor& i
   };
   std::vector<at::Tensor> keep{in.data};
   if (root) keep.insert(keep.end(), {out.original, out.data});
-  return post({"gather", {}, options.root, &input}, request, sequence,
-              std::move(keep), std::move(epilogue), options.timeout);
+  return post({"gather", {}, options.root, &input}, request, sequence, std::move(keep), std::move(epilogue),
+              options.timeout);
 }
 
 std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
@@ -260,8 +260,8 @@ std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& 
   auto epilogue = copy_back(out);
   std::vector<at::Tensor> keep{out.original, out.data};
   if (root) keep.push_back(in.data);
-  return post({"scatter", {}, options.root, &output}, request, sequence,
-              std::move(keep), std::move(epilogue), options.timeout);
+  return post({"scatter", {}, options.root, &output}, request, sequence, std::move(keep), std::move(epilogue),
+              options.timeout);
 }
 
 std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::Tensor& input,
@@ -300,8 +300,8 @@ std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tenso
   ACCELERATE_MPI_CHECK(
       MPI_Ialltoall(in.data.data_ptr(), block, type, out.data.data_ptr(), block, type, comm_.get(), &request));
   auto epilogue = copy_back(out);
-  return post({"all_to_all", {}, -1, &input}, request, sequence, {in.data, out.original, out.data},
-              std::move(epilogue), options.timeout);
+  return post({"all_to_all", {}, -1, &input}, request, sequence, {in.data, out.original, out.data}, std::move(epilogue),
+              options.timeout);
 }
 
 std::unique_ptr<Work> MpiBackend::barrier(const BarrierOptions& options) {

@@ -13,8 +13,7 @@ namespace accelerate {
 
 namespace detail {
 
-OperationLabel::OperationLabel(const char* op, std::string_view qualifier_text, int root_rank,
-                               const at::Tensor* tensor)
+OperationLabel::OperationLabel(const char* op, std::string_view qualifier_text, int root_rank, const at::Tensor* tensor)
     : name(op), qualifier(qualifier_text), root(root_rank) {
   if (tensor != nullptr && tensor->defined()) {
     dtype = tensor->scalar_type();
@@ -88,7 +87,8 @@ void MpiWork::wait() {
     const auto answer_queries = [this] {
       if (board_ != nullptr) board_->serve_queries();
     };
-    if (!poll_until(posted_ + policy_.timeout, [this] { return is_completed(); }, answer_queries)) {
+    if (!poll_until(
+            posted_ + policy_.timeout, [this] { return is_completed(); }, answer_queries)) {
       report_timeout(std::chrono::steady_clock::now() - posted_);
     }
   }

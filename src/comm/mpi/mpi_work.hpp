@@ -43,9 +43,8 @@ struct TimeoutPolicy {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive,
-          std::function<void()> epilogue, const ArrivalBoard* board, int64_t sequence, std::string group,
-          TimeoutPolicy policy, MPI_Comm comm);
+  MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
+          const ArrivalBoard* board, int64_t sequence, std::string group, TimeoutPolicy policy, MPI_Comm comm);
   ~MpiWork() override;
 
   bool is_completed() override;

@@ -164,14 +164,14 @@ void check_nccl_tensor(const at::Tensor& tensor, int device, const char* operati
                       " (the State's device), or create the process group on its device.");
   }
   if (tensor.layout() != c10::kStrided) {
-    throw ConfigError(where() + " " + what + " has a non-strided layout; the NCCL backend carries dense "
+    throw ConfigError(where() + " " + what +
+                      " has a non-strided layout; the NCCL backend carries dense "
                       "tensors only. Convert it with .to_dense() first.");
   }
   if (!tensor.is_contiguous()) {
     std::ostringstream strides;
     strides << tensor.strides();
-    throw ConfigError(where() + " " + what + " " + shape_of(tensor) + " is not contiguous (strides " +
-                      strides.str() +
+    throw ConfigError(where() + " " + what + " " + shape_of(tensor) + " is not contiguous (strides " + strides.str() +
                       "); the NCCL backend hands NCCL the tensor's memory as it is and does not stage "
                       "copies on the GPU. Pass tensor.contiguous() (and copy a result back into the view "
                       "yourself).");
@@ -206,8 +206,8 @@ ncclUniqueId exchange_nccl_unique_id(MPI_Comm comm, int root, std::chrono::milli
   }
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Ibcast(&packet, sizeof(packet), MPI_BYTE, root, comm, &request));
-  wait_with_timeout(request, timeout, "exchange_nccl_unique_id: MPI_Ibcast of the NCCL unique id from rank " +
-                                          std::to_string(root),
+  wait_with_timeout(request, timeout,
+                    "exchange_nccl_unique_id: MPI_Ibcast of the NCCL unique id from rank " + std::to_string(root),
                     comm);
   if (failure) std::rethrow_exception(failure);
   if (packet.ok != 1) {
@@ -294,7 +294,8 @@ void NcclWork::wait() {
   }
   // The library's waiting policy (as MpiWork's): spin, then yield, then
   // sleep, so that a waiting rank leaves the cores to ranks still computing.
-  if (!done_ && !poll_until(posted_ + policy_.timeout, [this] { return is_completed(); }, [] {})) {
+  if (!done_ && !poll_until(
+                    posted_ + policy_.timeout, [this] { return is_completed(); }, [] {})) {
     report_timeout(std::chrono::steady_clock::now() - posted_);
   }
   if (error_) std::rethrow_exception(error_);
@@ -380,8 +381,7 @@ std::unique_ptr<Work> NcclBackend::post(std::string description, std::vector<at:
   ACCELERATE_CUDA_CHECK(cudaEventRecord(done.get(), stream));
   TimeoutPolicy policy = policy_;
   if (timeout) policy.timeout = *timeout;
-  return std::make_unique<NcclWork>(std::move(description), resources_, std::move(done), std::move(keep_alive),
-                                    policy);
+  return std::make_unique<NcclWork>(std::move(description), resources_, std::move(done), std::move(keep_alive), policy);
 }
 
 void NcclBackend::check_root(int root, const char* operation) const {
@@ -427,8 +427,8 @@ std::unique_ptr<Work> NcclBackend::all_gather(at::Tensor& output, const at::Tens
   return post("all_gather " + shape_of(input), {input, output}, options.timeout,
               [&](ncclComm_t comm, cudaStream_t stream) {
                 if (count > 0) {
-                  ACCELERATE_NCCL_CHECK(
-                      ncclAllGather(input.data_ptr(), output.data_ptr(), count, type, comm, stream), comm);
+                  ACCELERATE_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), count, type, comm, stream),
+                                        comm);
                 }
               });
 }
@@ -512,9 +512,9 @@ std::unique_ptr<Work> NcclBackend::gather(at::Tensor& output, const at::Tensor& 
                 NcclGroup group(comm);
                 for (int peer = 0; peer < size; ++peer) {
                   if (peer == rank) continue;
-                  ACCELERATE_NCCL_CHECK(
-                      ncclRecv(bytes_at(output, static_cast<std::size_t>(peer) * block), count, type, peer, comm, stream),
-                      comm);
+                  ACCELERATE_NCCL_CHECK(ncclRecv(bytes_at(output, static_cast<std::size_t>(peer) * block), count, type,
+                                                 peer, comm, stream),
+                                        comm);
                 }
                 group.end();
               });
@@ -551,9 +551,9 @@ std::unique_ptr<Work> NcclBackend::scatter(at::Tensor& output, const at::Tensor&
                 NcclGroup group(comm);
                 for (int peer = 0; peer < size; ++peer) {
                   if (peer == rank) continue;
-                  ACCELERATE_NCCL_CHECK(
-                      ncclSend(bytes_at(input, static_cast<std::size_t>(peer) * block), count, type, peer, comm, stream),
-                      comm);
+                  ACCELERATE_NCCL_CHECK(ncclSend(bytes_at(input, static_cast<std::size_t>(peer) * block), count, type,
+                                                 peer, comm, stream),
+                                        comm);
                 }
                 group.end();
               });
@@ -571,8 +571,9 @@ std::unique_ptr<Work> NcclBackend::reduce_scatter(at::Tensor& output, const at::
   return post("reduce_scatter(" + std::string(to_string(options.op)) + ") " + shape_of(input), {input, output},
               options.timeout, [&](ncclComm_t comm, cudaStream_t stream) {
                 if (count > 0) {
-                  ACCELERATE_NCCL_CHECK(
-                      ncclReduceScatter(input.data_ptr(), output.data_ptr(), count, type, op, comm, stream), comm);
+                  ACCELERATE_NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), count, type, op, comm,
+                                                          stream),
+                                        comm);
                 }
               });
 }
@@ -590,7 +591,8 @@ std::unique_ptr<Work> NcclBackend::all_to_all(at::Tensor& output, const at::Tens
   }
   check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   if (input.data_ptr() == output.data_ptr() && input.numel() > 0) {
-    throw ConfigError(where() + " all_to_all: the input and the output share memory; NCCL's sends and receives "
+    throw ConfigError(where() +
+                      " all_to_all: the input and the output share memory; NCCL's sends and receives "
                       "run concurrently, so all_to_all cannot work in place. Pass a separate output tensor.");
   }
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
@@ -643,9 +645,9 @@ std::exception_ptr probe_device(int device, const std::string& group) {
     }
     if (device >= count) {
       throw ConfigError(what + "the NCCL backend was asked for GPU cuda:" + std::to_string(device) +
-                        ", but this rank sees only " + std::to_string(count) + " GPU(s) (cuda:0..cuda:" +
-                        std::to_string(count - 1) + "; CUDA_VISIBLE_DEVICES " + visible_devices_text() +
-                        "). Use a device below " + std::to_string(count) +
+                        ", but this rank sees only " + std::to_string(count) +
+                        " GPU(s) (cuda:0..cuda:" + std::to_string(count - 1) + "; CUDA_VISIBLE_DEVICES " +
+                        visible_devices_text() + "). Use a device below " + std::to_string(count) +
                         " (normally the local rank modulo the visible GPUs), or start fewer ranks per node or "
                         "request more GPUs per node.");
     }

@@ -147,9 +147,9 @@ struct NcclResources {
   std::string group;
   int rank;
   int size;
-  CudaStream stream;                       // the backend stream
+  CudaStream stream;                           // the backend stream
   DeviceBuffer barrier_buffer{sizeof(float)};  // the barrier's one-element all_reduce
-  NcclComm comm;                           // declared last: destroyed first
+  NcclComm comm;                               // declared last: destroyed first
 };
 
 // --- argument checks, run before anything is enqueued ---------------------

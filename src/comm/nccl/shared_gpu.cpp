@@ -55,7 +55,8 @@ std::optional<std::string> find_shared_gpus(MPI_Comm comm, int device, std::chro
                                       static_cast<int>(kIdentityBytes), MPI_CHAR, comm, &request));
   wait_with_timeout(request, timeout, "NCCL set-up: MPI_Iallgather of the ranks' GPUs", comm);
   std::vector<std::string> identities;
-  for (int rank = 0; rank < size; ++rank) identities.emplace_back(all.data() + kIdentityBytes * static_cast<std::size_t>(rank));
+  for (int rank = 0; rank < size; ++rank)
+    identities.emplace_back(all.data() + kIdentityBytes * static_cast<std::size_t>(rank));
   return describe_shared_gpus(identities);
 }
 
