@@ -18,7 +18,7 @@ for arg in "$@"; do
   esac
 done
 
-packages=(cmake g++ make libgtest-dev libtorch-dev libtrilinos-kokkos-dev libnuma-dev libhwloc-dev libisal-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev hdf5-tools
+packages=(cmake g++ make libgtest-dev libtorch-dev libtrilinos-kokkos-dev libnuma-dev libhwloc-dev libisal-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev hdf5-tools
           libopenblas0-pthread libgloo-dev doxygen clang-format clang-tidy)
 # Open MPI is always present: Debian's LibTorch and HDF5 tools pull it in.
 packages+=(libopenmpi-dev openmpi-bin libhdf5-openmpi-dev)

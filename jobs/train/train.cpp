@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "accelerate/config.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/preemption.hpp"
 #include "accelerate/random/seed.hpp"
@@ -74,8 +75,7 @@ Metrics evaluate(accelerate::Accelerator& accelerator, Classifier& net, accelera
       auto autocast = accelerator.autocast();
       logits = net->forward(batch.data);
     }
-    const auto losses = torch::cross_entropy_loss(logits.to(torch::kFloat), batch.target, {},
-                                                  at::Reduction::None);
+    const auto losses = torch::cross_entropy_loss(logits.to(torch::kFloat), batch.target, {}, at::Reduction::None);
     const auto hits = logits.argmax(1).eq(batch.target).to(torch::kLong);
     const auto all_losses = accelerator.gather_for_metrics(losses);
     const auto all_hits = accelerator.gather_for_metrics(hits);
@@ -139,15 +139,17 @@ int run(const TrainOptions& options) {
                                         .total_limit = options.total_limit};
   const std::uint64_t seed = options.seed.value_or(accelerate::seed_from_job(42));
   accelerator_options.dataloader_config.data_seed = seed;
-  // Metrics to <project_dir>/train/metrics.csv and metrics.jsonl (docs/tracking.md).
+  // Metrics to <project_dir>/train/metrics.csv, metrics.jsonl and a TensorBoard
+  // event file where the build has protobuf (docs/tracking.md).
   accelerator_options.log_with = {accelerate::tracking::LoggerType::All};
   accelerate::Accelerator accelerator(accelerator_options);
-  accelerator.init_trackers("train", {{"lr", options.lr},
-                                      {"batch_size", options.batch_size},
-                                      {"epochs", options.epochs},
-                                      {"gradient_accumulation_steps", accelerator.gradient_accumulation_steps()},
-                                      {"mixed_precision", std::string(accelerate::to_string(accelerator.mixed_precision()))},
-                                      {"seed", static_cast<std::int64_t>(seed)}});
+  accelerator.init_trackers("train",
+                            {{"lr", options.lr},
+                             {"batch_size", options.batch_size},
+                             {"epochs", options.epochs},
+                             {"gradient_accumulation_steps", accelerator.gradient_accumulation_steps()},
+                             {"mixed_precision", std::string(accelerate::to_string(accelerator.mixed_precision()))},
+                             {"seed", static_cast<std::int64_t>(seed)}});
   accelerate::PreemptionWatcher preemption(accelerate::EnvConfig::from_environment().preemption_signals.value_or(
       accelerate::PreemptionWatcher::default_signals()));
 
@@ -155,10 +157,11 @@ int run(const TrainOptions& options) {
   Classifier net;
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(options.lr).momentum(0.9));
   torch::optim::StepLR schedule(sgd, /*step_size=*/100, /*gamma=*/0.7);
-  auto [model, optimizer, scheduler, train_loader, eval_loader] = accelerator.prepare(
-      net, sgd, schedule,
-      accelerate::data_loader(ClusterDataset(kTrainSamples, 1), {.batch_size = options.batch_size, .shuffle = true}),
-      accelerate::data_loader(ClusterDataset(kEvalSamples, 2), {.batch_size = options.batch_size}));
+  auto [model, optimizer, scheduler, train_loader, eval_loader] =
+      accelerator.prepare(net, sgd, schedule,
+                          accelerate::data_loader(ClusterDataset(kTrainSamples, 1),
+                                                  {.batch_size = options.batch_size, .shuffle = true}),
+                          accelerate::data_loader(ClusterDataset(kEvalSamples, 2), {.batch_size = options.batch_size}));
 
   accelerator.print("train: " + std::to_string(accelerator.num_processes()) + " process(es), device " +
                     accelerator.state().device() + ", mixed precision " +
@@ -184,8 +187,8 @@ int run(const TrainOptions& options) {
     int64_t micro_step = 0;
     for (const auto& batch : *train_loader) {
       auto accumulating = accelerator.accumulate(*model);
-      const auto loss = torch::cross_entropy_loss(model->forward<ClassifierImpl>(batch.data).to(torch::kFloat),
-                                                  batch.target);
+      const auto loss =
+          torch::cross_entropy_loss(model->forward<ClassifierImpl>(batch.data).to(torch::kFloat), batch.target);
       accelerator.backward(loss);
       optimizer->step();
       scheduler->step();
@@ -221,6 +224,13 @@ int run(const TrainOptions& options) {
     const Metrics metrics = evaluate(accelerator, net, *eval_loader);
     accelerator.log({{"eval_loss", metrics.loss}, {"eval_accuracy", metrics.accuracy}, {"epoch", epoch}},
                     accelerator.step());
+    if constexpr (accelerate::config::has_tensorboard) {
+      // How the first layer's weights spread, epoch by epoch (TensorBoard's Histograms tab).
+      const torch::Tensor weights = net->parameters().front().detach().to(torch::kDouble).contiguous();
+      accelerator.get_tracker("tensorboard")
+          .log_histogram("first_layer_weights", {weights.data_ptr<double>(), static_cast<std::size_t>(weights.numel())},
+                         accelerator.step());
+    }
     accelerator.print("train: epoch " + std::to_string(epoch) + " eval loss " + fixed(metrics.loss) + " accuracy " +
                       fixed(metrics.accuracy));
   }

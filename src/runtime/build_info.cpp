@@ -98,6 +98,12 @@ std::vector<ComponentInfo> build_components() {
 #else
   components.push_back(off("hwloc", "HWLOC"));
 #endif
+
+#if ACCELERATE_HAVE_TENSORBOARD
+  components.push_back({"TensorBoard", true, "protobuf " ACCELERATE_PROTOBUF_VERSION, "event files (protobuf-lite)"});
+#else
+  components.push_back(off("TensorBoard", "TENSORBOARD"));
+#endif
   return components;
 }
 

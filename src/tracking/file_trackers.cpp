@@ -1,7 +1,6 @@
 #include "accelerate/tracking/file_trackers.hpp"
 
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -9,40 +8,15 @@
 #include <system_error>
 
 #include "accelerate/error.hpp"
+#include "tracking/run_directory.hpp"
 
 namespace accelerate::tracking {
 namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& tracker, const std::string& what, const fs::path& path, int error) {
-  throw ConfigError(detail::where() + " " + tracker + " tracker: cannot " + what + " '" + path.string() +
-                    "': " + std::strerror(error) +
-                    ". Check the logging directory (ProjectConfiguration::logging_dir or project_dir) and its "
-                    "permissions and free space.");
-}
-
-fs::path make_directory(const std::string& tracker, const fs::path& logging_dir, const std::string& project_name) {
-  if (logging_dir.empty()) {
-    throw ConfigError(detail::where() + " " + tracker +
-                      " tracker: no logging directory. Set project_config.project_dir (or logging_dir) in "
-                      "AcceleratorOptions.");
-  }
-  if (project_name.empty() || project_name.find('/') != std::string::npos || project_name == "." ||
-      project_name == "..") {
-    throw ConfigError(detail::where() + " " + tracker + " tracker: the project name '" + project_name +
-                      "' is not a directory name. Give init_trackers a name without '/'.");
-  }
-  const fs::path directory = logging_dir / project_name;
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) fail(tracker, "create the directory", directory, error.value());
-  return directory;
-}
-
-double wall_time() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using detail::fail_on_file;
+using detail::wall_time;
 
 // Shortest text that reads back as the same double (17 significant digits at most).
 std::string number_text(double value) {
@@ -110,12 +84,12 @@ std::string dump(const nlohmann::json& json) {
 FileTracker::FileTracker(std::string kind, const fs::path& logging_dir, const std::string& project_name,
                          const std::string& metrics_file, const std::string& header)
     : kind_(std::move(kind)),
-      directory_(make_directory(kind_, logging_dir, project_name)),
+      directory_(detail::make_run_directory(kind_, logging_dir, project_name)),
       metrics_path_(directory_ / metrics_file) {
   std::error_code missing;
   const bool fresh = fs::file_size(metrics_path_, missing) == 0 || missing;
   metrics_ = std::fopen(metrics_path_.c_str(), "ae");
-  if (metrics_ == nullptr) fail(kind_, "open", metrics_path_, errno);
+  if (metrics_ == nullptr) fail_on_file(kind_, "open", metrics_path_, errno);
   if (fresh && !header.empty()) append(header);
 }
 
@@ -128,12 +102,12 @@ void FileTracker::finish() {
 
 void FileTracker::append(const std::string& text) {
   if (metrics_ == nullptr) {
-    throw ConfigError(detail::where() + " " + kind_ + " tracker: log after finish(); '" + metrics_path_.string() +
-                      "' is closed. Log before end_training().");
+    throw ConfigError(accelerate::detail::where() + " " + kind_ + " tracker: log after finish(); '" +
+                      metrics_path_.string() + "' is closed. Log before end_training().");
   }
   // Flushed at once: a run that dies keeps every value it logged.
   if (std::fputs(text.c_str(), metrics_) < 0 || std::fflush(metrics_) != 0) {
-    fail(kind_, "write", metrics_path_, errno);
+    fail_on_file(kind_, "write", metrics_path_, errno);
   }
 }
 
@@ -142,7 +116,7 @@ void FileTracker::replace(const std::string& file, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.flush();
-  if (!out) fail(kind_, "write", path, errno);
+  if (!out) fail_on_file(kind_, "write", path, errno);
 }
 
 // ---------------------------------------------------------------- CSV

@@ -10,9 +10,11 @@ LoggerType parse_logger_type(std::string_view name) {
   if (word == "all") return LoggerType::All;
   if (word == "csv") return LoggerType::Csv;
   if (word == "jsonl" || word == "json_lines") return LoggerType::JsonLines;
-  throw ConfigError(detail::where() + " log_with: '" + std::string(name) +
-                    "' is not a built-in tracker. Use one of: all, csv, jsonl; or pass a GeneralTracker of your "
-                    "own (docs/tracking.md).");
+  if (word == "tensorboard") return LoggerType::TensorBoard;
+  throw ConfigError(
+      detail::where() + " log_with: '" + std::string(name) +
+      "' is not a built-in tracker. Use one of: all, csv, jsonl, tensorboard; or pass a GeneralTracker of your "
+      "own (docs/tracking.md).");
 }
 
 std::string_view to_string(LoggerType type) {
@@ -20,6 +22,7 @@ std::string_view to_string(LoggerType type) {
     case LoggerType::All: return "all";
     case LoggerType::Csv: return "csv";
     case LoggerType::JsonLines: return "jsonl";
+    case LoggerType::TensorBoard: return "tensorboard";
   }
   return "unknown";
 }

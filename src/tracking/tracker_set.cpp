@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/tracking/file_trackers.hpp"
+#include "accelerate/tracking/tensorboard_tracker.hpp"
 
 namespace accelerate::tracking {
 namespace {
@@ -21,12 +23,22 @@ class BlankTracker final : public GeneralTracker {
   std::string name_;
 };
 
-constexpr LoggerType kBuiltIn[] = {LoggerType::Csv, LoggerType::JsonLines};
+// What "all" stands for: every built-in tracker this build has.
+std::vector<LoggerType> built_in_trackers() {
+  std::vector<LoggerType> types = {LoggerType::Csv, LoggerType::JsonLines};
+  if (config::has_tensorboard) types.push_back(LoggerType::TensorBoard);
+  return types;
+}
 
 std::shared_ptr<GeneralTracker> make_built_in(LoggerType type, const std::filesystem::path& logging_dir,
                                               const std::string& project_name) {
-  if (type == LoggerType::Csv) return std::make_shared<CsvTracker>(logging_dir, project_name);
-  return std::make_shared<JsonLinesTracker>(logging_dir, project_name);
+  switch (type) {
+    case LoggerType::Csv: return std::make_shared<CsvTracker>(logging_dir, project_name);
+    case LoggerType::JsonLines: return std::make_shared<JsonLinesTracker>(logging_dir, project_name);
+    case LoggerType::TensorBoard: return std::make_shared<TensorBoardTracker>(logging_dir, project_name);
+    case LoggerType::All: break;
+  }
+  throw Error(detail::where() + " log_with: 'all' reached the tracker factory unexpanded (a bug).");
 }
 
 }  // namespace
@@ -42,8 +54,13 @@ TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process)
   for (const TrackerChoice& choice : choices) {
     if (const auto* type = std::get_if<LoggerType>(&choice.get())) {
       if (*type == LoggerType::All) {
-        for (LoggerType built_in : kBuiltIn) add(built_in, std::string(to_string(built_in)));
+        for (LoggerType built_in : built_in_trackers()) add(built_in, std::string(to_string(built_in)));
       } else {
+        // Named explicitly in a build without it: say so at construction, on every rank.
+        if (*type == LoggerType::TensorBoard && !config::has_tensorboard) {
+          detail::throw_feature_not_built("TensorBoard (protobuf)", "log_with 'tensorboard'",
+                                          "ACCELERATE_WITH_TENSORBOARD");
+        }
         add(*type, std::string(to_string(*type)));
       }
     } else {

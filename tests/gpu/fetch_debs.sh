@@ -43,6 +43,7 @@ roots=(
   libisal-dev libisal2                                       # ACCELERATE_WITH_ISAL: the checkpoints' CRC-32C
   libyaml-cpp-dev libyaml-cpp0.7                             # the configuration file's YAML
   libfmt-dev                                                 # format strings (header-only) where there is no std::format
+  libprotobuf-dev libprotobuf-lite32 protobuf-compiler       # ACCELERATE_WITH_TENSORBOARD: the event files
 )
 
 # Packages a CUDA image (Ubuntu- or Debian-based, with apt, Python and a C++

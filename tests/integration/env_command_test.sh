@@ -10,7 +10,7 @@ out=$(timeout 120 "$mpiexec" -n "$nprocs" "$@" "$tool" env)
 echo "$out"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-for component in Accelerate-HPC LibTorch MPI HDF5 CUDA NCCL Kokkos hwloc Launcher; do
+for component in Accelerate-HPC LibTorch MPI HDF5 CUDA NCCL Kokkos hwloc TensorBoard Launcher; do
   grep -q "^- $component:" <<<"$out" || fail "no '$component' line"
 done
 grep -q "Layout: *$nprocs process(es)" <<<"$out" || fail "layout does not say $nprocs processes"

@@ -53,6 +53,13 @@ root_attribute() {  # <file> <name>: the value of a scalar root attribute, from 
 }
 [ "$(root_attribute "$last" world_size)" = 2 ] || fail "world_size attribute is not 2"
 [ "$(root_attribute "$last" step)" = 256 ] || fail "step attribute is not 256"
+# The trackers ("all"): 256 steps and 2 evaluations in each file tracker, one TensorBoard
+# event file where the build has it (its contents: tensorboard_reader_test).
+[ "$(wc -l <"$work/first/train/metrics.jsonl")" = 258 ] || fail "metrics.jsonl does not hold 258 lines"
+[ -s "$work/first/train/metrics.csv" ] || fail "no metrics.csv"
+events=$(find "$work/first/train" -name 'events.out.tfevents.*' | wc -l)
+[ "$events" = "${ACCELERATE_EXPECT_TENSORBOARD:-0}" ] ||
+  fail "$events TensorBoard event files, expected ${ACCELERATE_EXPECT_TENSORBOARD:-0}"
 
 run again 2 "${common[@]}" --project-dir "$work/again"
 [ "$(final_loss again)" = "$(final_loss first)" ] || fail "same seed, different final loss"

@@ -3,5 +3,6 @@ if(TARGET accelerate_train_job AND ACCELERATE_HAVE_HDF5)
   add_test(NAME train_job
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/train_job_test.sh $<TARGET_FILE:accelerate_train_job>
             ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS})
-  set_tests_properties(train_job PROPERTIES PROCESSORS 4 TIMEOUT 600 LABELS "integration;training")
+  set_tests_properties(train_job PROPERTIES PROCESSORS 4 TIMEOUT 600 LABELS "integration;training"
+    ENVIRONMENT ACCELERATE_EXPECT_TENSORBOARD=${ACCELERATE_HAVE_TENSORBOARD})
 endif()

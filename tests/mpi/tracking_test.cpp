@@ -1,11 +1,14 @@
 // Experiment trackers through the Accelerator at 1, 2 and 4 ranks: the
 // built-in CSV and JSON-lines trackers write one set of files, on the main
 // process; a tracker of one's own is called where it says it runs; names,
-// missing directories and bad files are errors on every rank.
+// missing directories and bad files are errors on every rank. The
+// TensorBoard tracker's framing is checked here against a bitwise CRC-32C;
+// TensorBoard's own reader opens its files in tensorboard_reader_test.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/tracking/file_trackers.hpp"
 #include "accelerate/training/accelerator.hpp"
@@ -35,6 +39,61 @@ std::vector<std::string> lines_of(const fs::path& file) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+// CRC-32C one bit at a time (reflected polynomial 0x82f63b78), masked as
+// TFRecord framing masks it: independent of the library's kernels.
+std::uint32_t reference_masked_crc32c(const char* data, std::size_t size) {
+  std::uint32_t crc = 0xffffffffU;
+  for (std::size_t i = 0; i < size; ++i) {
+    crc ^= static_cast<unsigned char>(data[i]);
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1U) ^ (0x82f63b78U & (0U - (crc & 1U)));
+  }
+  crc = ~crc;
+  return ((crc >> 15U) | (crc << 17U)) + 0xa282ead8U;
+}
+
+template <typename T>
+T little_endian(const std::string& bytes, std::size_t at) {
+  T value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<T>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+  return value;
+}
+
+// The payloads of a TFRecord file; fails the test on a bad length or checksum.
+std::vector<std::string> tfrecords(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> payloads;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < 12) {
+      ADD_FAILURE() << file << ": a record header is cut at byte " << at;
+      break;
+    }
+    const auto length = little_endian<std::uint64_t>(bytes, at);
+    EXPECT_EQ(little_endian<std::uint32_t>(bytes, at + 8), reference_masked_crc32c(bytes.data() + at, 8))
+        << "length checksum of the record at byte " << at;
+    if (bytes.size() - at - 12 < length + 4) {
+      ADD_FAILURE() << file << ": the record at byte " << at << " is cut";
+      break;
+    }
+    const std::string payload = bytes.substr(at + 12, length);
+    EXPECT_EQ(little_endian<std::uint32_t>(bytes, at + 12 + length), reference_masked_crc32c(payload.data(), length))
+        << "data checksum of the record at byte " << at;
+    payloads.push_back(payload);
+    at += 12 + length + 4;
+  }
+  return payloads;
+}
+
+std::vector<fs::path> event_files(const fs::path& directory) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    if (entry.path().filename().string().starts_with("events.out.tfevents.")) files.push_back(entry.path());
+  }
+  return files;
 }
 
 // Counts the calls it receives, on whichever process it runs.
@@ -64,7 +123,7 @@ class CountingTracker final : public acc::tracking::GeneralTracker {
 TEST(Tracking, BuiltInTrackersWriteOneSetOfFilesOnTheMainProcess) {
   const fs::path project = acc::testing::shared_temp_directory("tracking_files");
   {
-    acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"all"}});
+    acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"csv", "jsonl"}});
     accelerator.init_trackers("run", {{"lr", 0.001}, {"batch_size", 32}, {"optimizer", "adam, w"}});
     for (int step = 0; step < 3; ++step) {
       accelerator.log({{"loss", 1.0 / (step + 1)}, {"epoch", 0}}, step);
@@ -102,6 +161,35 @@ TEST(Tracking, BuiltInTrackersWriteOneSetOfFilesOnTheMainProcess) {
   const auto config = nlohmann::json::parse(config_json);
   EXPECT_EQ(config["lr"], 0.001);
   EXPECT_EQ(config["batch_size"], 32);
+  acc::testing::remove_shared_directory(project);
+}
+
+TEST(Tracking, TensorBoardWritesOneFramedEventFileOnTheMainProcess) {
+  if (!acc::config::has_tensorboard) {
+    // The build without protobuf says so at construction, on every rank.
+    const auto message =
+        acc::testing::error_of<acc::FeatureNotBuilt>([] { acc::Accelerator a({.log_with = {"tensorboard"}}); });
+    EXPECT_NE(message.find("ACCELERATE_WITH_TENSORBOARD"), std::string::npos) << message;
+    return;
+  }
+  const fs::path project = acc::testing::shared_temp_directory("tracking_tensorboard");
+  {
+    acc::Accelerator accelerator({.project_config = {.project_dir = project.string()}, .log_with = {"all"}});
+    accelerator.init_trackers("run", {{"lr", 0.5}});
+    for (int step = 0; step < 4; ++step) accelerator.log({{"loss", 1.0 / (step + 1)}}, step);
+    const std::vector<double> values = {1.0, 2.0, 2.5, 4.0};
+    // Every tracker gets it; the file trackers ignore it.
+    for (const char* name : {"tensorboard", "csv", "jsonl"})
+      accelerator.get_tracker(name).log_histogram("w", values, 4);
+    accelerator.end_training();
+  }
+  const auto files = event_files(project / "run");
+  ASSERT_EQ(files.size(), 1U) << "one event file, the main process's";
+  const auto records = tfrecords(files.front());
+  ASSERT_EQ(records.size(), 1U + 1U + 4U + 1U) << "file version, hyper-parameters, 4 steps, 1 histogram";
+  EXPECT_NE(records.front().find("brain.Event:2"), std::string::npos);
+  EXPECT_NE(records[1].find("_hparams_/session_start_info"), std::string::npos);
+  EXPECT_EQ(lines_of(project / "run" / "metrics.jsonl").size(), 4U) << "the histogram is not a JSON line";
   acc::testing::remove_shared_directory(project);
 }
 
@@ -143,8 +231,9 @@ TEST(Tracking, OwnTrackersRunWhereTheySay) {
 }
 
 TEST(Tracking, NamesAndDirectoriesAreCheckedOnEveryRank) {
-  EXPECT_NE(acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a({.log_with = {"wandb"}}); })
-                .find("'wandb' is not a built-in tracker"),
+  EXPECT_NE(acc::testing::error_of<acc::ConfigError>([] {
+              acc::Accelerator a({.log_with = {"wandb"}});
+            }).find("'wandb' is not a built-in tracker"),
             std::string::npos);
   {
     acc::Accelerator accelerator({.log_with = {"csv"}});

@@ -3,7 +3,8 @@
 // A tracker receives the run's configuration once and then named values per
 // step. The Accelerator owns the trackers it is given (`log_with`) and calls
 // them on the main process only, unless a tracker says it runs on every
-// process. Built in: CsvTracker and JsonLinesTracker (file_trackers.hpp).
+// process. Built in: CsvTracker and JsonLinesTracker (file_trackers.hpp),
+// TensorBoardTracker (tensorboard_tracker.hpp).
 // Plain C++: no LibTorch, no MPI.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -55,17 +57,24 @@ class GeneralTracker {
   virtual void store_init_configuration(const LogValues& config) = 0;
   /// Values of one step; `step` is absent when the caller gave none.
   virtual void log(const LogValues& values, std::optional<std::int64_t> step) = 0;
+  /// A histogram of `values` under `tag` in `bins` buckets. Trackers that
+  /// draw no histograms (the CSV and JSON-lines ones) ignore it.
+  virtual void log_histogram(const std::string& tag, std::span<const double> values, std::optional<std::int64_t> step,
+                             int bins = 30) {
+    (void)tag, (void)values, (void)step, (void)bins;
+  }
   /// The end of the run (end_training): flush and close.
   virtual void finish() {}
 };
 
-/// The built-in trackers (seeds: LoggerType). `All` is every built-in one.
-enum class LoggerType { All, Csv, JsonLines };
+/// The built-in trackers (seeds: LoggerType). `All` is every built-in one
+/// this build has (TensorBoard only with the TensorBoard feature).
+enum class LoggerType { All, Csv, JsonLines, TensorBoard };
 
-/// "all", "csv", "jsonl" (any case; "json_lines" too) → LoggerType;
-/// ConfigError naming the accepted names otherwise.
+/// "all", "csv", "jsonl", "tensorboard" (any case; "json_lines" too) →
+/// LoggerType; ConfigError naming the accepted names otherwise.
 LoggerType parse_logger_type(std::string_view name);
-/// "all", "csv", "jsonl".
+/// "all", "csv", "jsonl", "tensorboard".
 std::string_view to_string(LoggerType type);
 
 /// One entry of AcceleratorOptions::log_with: a built-in tracker by type or

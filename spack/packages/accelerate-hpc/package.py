@@ -31,6 +31,7 @@ class AccelerateHpc(CMakePackage):
     variant("kokkos", default=False, description="Kokkos view interoperability")
     variant("hwloc", default=True, description="hwloc NUMA affinity")
     variant("isal", default=True, description="ISA-L CRC-32C for checkpoint checksums")
+    variant("tensorboard", default=True, description="TensorBoard event files (protobuf)")
 
     conflicts("+nccl", when="~cuda", msg="NCCL collectives need the CUDA runtime (+cuda)")
 
@@ -54,6 +55,8 @@ class AccelerateHpc(CMakePackage):
     depends_on("kokkos@3.4:", when="+kokkos")
     depends_on("hwloc@2:", when="+hwloc")
     depends_on("isa-l", when="+isal")
+    # protoc at build time, libprotobuf-lite at run time.
+    depends_on("protobuf@3.12:", when="+tensorboard")
 
     depends_on("googletest@1.10:", type="test")
 
@@ -117,6 +120,7 @@ class AccelerateHpc(CMakePackage):
             self.define_from_variant("ACCELERATE_WITH_KOKKOS", "kokkos"),
             self.define_from_variant("ACCELERATE_WITH_HWLOC", "hwloc"),
             self.define_from_variant("ACCELERATE_WITH_ISAL", "isal"),
+            self.define_from_variant("ACCELERATE_WITH_TENSORBOARD", "tensorboard"),
         ]
         if self.spec.satisfies("+cuda"):
             args.append(self.define("CUDAToolkit_ROOT", self.spec["cuda"].prefix))
