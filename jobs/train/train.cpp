@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -181,6 +182,14 @@ int run(const TrainOptions& options) {
 
   const int64_t micro_steps_per_epoch = static_cast<int64_t>(kTrainSamples) / train_loader->total_batch_size();
   Progress progress(accelerator, micro_steps_per_epoch);
+  // --profile-steps: LibTorch's profiler over a few optimizer steps, one trace per rank.
+  std::optional<accelerate::Profiler> profiler;
+  if (options.profile_steps > 0) {
+    profiler.emplace(accelerate::ProfileKwargs{.schedule_option = accelerate::ProfileSchedule{
+                                                   .warmup = 1, .active = options.profile_steps, .repeat = 1},
+                                               .output_trace_dir = options.project_dir + "/profile"},
+                     accelerator.process_index(), accelerator.device().is_cuda());
+  }
   bool stop = false;
   for (int64_t epoch = train_loader->epoch(); epoch < options.epochs && !stop; ++epoch) {
     train_loader->set_epoch(epoch);
@@ -197,6 +206,7 @@ int run(const TrainOptions& options) {
       if (!accelerator.sync_gradients()) continue;
 
       const int64_t step = accelerator.step();
+      if (profiler) profiler->step();
       const double loss_value = loss.item<double>();
       progress.update(epoch, micro_step, step, loss_value);
       accelerator.log({{"train_loss", loss_value}, {"lr", sgd.param_groups().front().options().get_lr()}}, step);
@@ -233,6 +243,11 @@ int run(const TrainOptions& options) {
     }
     accelerator.print("train: epoch " + std::to_string(epoch) + " eval loss " + fixed(metrics.loss) + " accuracy " +
                       fixed(metrics.accuracy));
+  }
+  if (profiler) {
+    profiler->stop();
+    accelerator.print("train: profile of " + std::to_string(options.profile_steps) + " steps in " +
+                      options.project_dir + "/profile (trace_rank<r>.json)");
   }
   const Metrics final_metrics = evaluate(accelerator, net, *eval_loader);
   accelerator.print("train: final eval loss " + fixed(final_metrics.loss, 6) + " accuracy " +

@@ -46,6 +46,10 @@ TrainOptions parse_train_options(int argc, char** argv) {
   app.add_flag("--resume", options.resume, "continue from the newest checkpoint, if any");
   app.add_option("--max-steps", options.max_steps, "stop after N optimizer steps in total (-1: no limit)")
       ->capture_default_str();
+  app.add_option("--profile-steps", options.profile_steps,
+                 "profile N optimizer steps after one warm-up step; Chrome traces in DIR/profile (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   app.footer(
       "On SIGUSR1 or SIGTERM every rank stops after the current step, a checkpoint is committed, and the "
       "program exits with 75 so that the job script can requeue it.");

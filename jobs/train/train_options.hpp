@@ -17,6 +17,7 @@ struct TrainOptions {
   int total_limit = 2;
   bool resume = false;
   std::int64_t max_steps = -1;  // -1 = no limit
+  int profile_steps = 0;        // optimizer steps to profile after one warm-up step; 0 = off
 };
 
 /// Parses argv; prints usage and exits 0 for --help, exits 2 on a bad option.

@@ -16,6 +16,7 @@
 #include "detail/arrival_board.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
+#include "detail/profile_range.hpp"
 #include "detail/unique_comm.hpp"
 #if ACCELERATE_HAVE_NCCL
 #include "comm/nccl/nccl_backend.hpp"
@@ -223,46 +224,54 @@ void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int r
 // --- asynchronous ------------------------------------------------------------
 
 std::unique_ptr<Work> ProcessGroup::all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_reduce_async");
   verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
   return backend_for(tensor.device()).all_reduce(tensor, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::broadcast_async(at::Tensor& tensor, const BroadcastOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::broadcast_async");
   verify("broadcast", &tensor, options.root, static_cast<int>(ShapeRule::Exact));
   return backend_for(tensor.device()).broadcast(tensor, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input,
                                                      const AllGatherOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_gather_async");
   verify("all_gather", &input, 0, static_cast<int>(ShapeRule::Exact));
   return backend_for(input.device()).all_gather(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::gather_async(at::Tensor& output, const at::Tensor& input,
                                                  const GatherOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::gather_async");
   verify("gather", &input, options.root, static_cast<int>(ShapeRule::Exact));
   return backend_for(input.device()).gather(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::scatter_async(at::Tensor& output, const at::Tensor& input,
                                                   const ScatterOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::scatter_async");
   verify("scatter", &output, options.root, static_cast<int>(ShapeRule::Exact));
   return backend_for(output.device()).scatter(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
                                                          const ReduceScatterOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::reduce_scatter_async");
   verify("reduce_scatter", &input, 0, static_cast<int>(ShapeRule::Exact));
   return backend_for(input.device()).reduce_scatter(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::all_to_all_async(at::Tensor& output, const at::Tensor& input,
                                                      const AllToAllOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_to_all_async");
   verify("all_to_all", &input, 0, static_cast<int>(ShapeRule::Exact));
   return backend_for(input.device()).all_to_all(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::barrier_async");
   verify("barrier", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
   return mpi_->barrier(options);
 }
@@ -270,15 +279,18 @@ std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options)
 // --- blocking ----------------------------------------------------------------
 
 void ProcessGroup::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_reduce");
   verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
   backend_for(tensor.device()).all_reduce_blocking(tensor, options);
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::broadcast");
   broadcast_async(tensor, options)->wait();
 }
 
 at::Tensor ProcessGroup::all_gather(const at::Tensor& input, const AllGatherOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_gather");
   at::Tensor output = at::empty(stacked_sizes(input, size_), input.options());
   all_gather_async(output, input, options)->wait();
   return output;
@@ -305,6 +317,7 @@ at::Tensor ProcessGroup::all_gather_varying(const at::Tensor& input, const AllGa
 }
 
 at::Tensor ProcessGroup::gather(const at::Tensor& input, const GatherOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::gather");
   at::Tensor output;
   if (rank_ == options.root) output = at::empty(stacked_sizes(input, size_), input.options());
   gather_async(output, input, options)->wait();
@@ -312,23 +325,29 @@ at::Tensor ProcessGroup::gather(const at::Tensor& input, const GatherOptions& op
 }
 
 void ProcessGroup::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::scatter");
   scatter_async(output, input, options)->wait();
 }
 
 at::Tensor ProcessGroup::reduce_scatter(const at::Tensor& input, const ReduceScatterOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::reduce_scatter");
   at::Tensor output = at::empty(block_sizes(input, size_, "reduce_scatter"), input.options());
   reduce_scatter_async(output, input, options)->wait();
   return output;
 }
 
 at::Tensor ProcessGroup::all_to_all(const at::Tensor& input, const AllToAllOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::all_to_all");
   block_sizes(input, size_, "all_to_all");
   at::Tensor output = at::empty(input.sizes(), input.options());
   all_to_all_async(output, input, options)->wait();
   return output;
 }
 
-void ProcessGroup::barrier(const BarrierOptions& options) { barrier_async(options)->wait(); }
+void ProcessGroup::barrier(const BarrierOptions& options) {
+  ACCELERATE_PROFILE_RANGE("accelerate::barrier");
+  barrier_async(options)->wait();
+}
 
 // --- objects -----------------------------------------------------------------
 

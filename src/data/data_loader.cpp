@@ -5,6 +5,7 @@
 #include "accelerate/data/collate.hpp"
 #include "accelerate/data/rng_synchronizer.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "detail/profile_range.hpp"
 
 namespace accelerate {
 
@@ -41,6 +42,7 @@ void DataLoader::attach_state(const State* state, const std::vector<std::string>
 
 const DataLoader::Batch* DataLoader::advance() {
   state_watch_.check("DataLoader (next batch)");
+  ACCELERATE_PROFILE_RANGE("accelerate::data_loader_next");
   return next_batch();
 }
 

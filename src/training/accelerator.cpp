@@ -17,6 +17,7 @@
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/logging.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
+#include "detail/profile_range.hpp"
 
 namespace accelerate {
 namespace {
@@ -335,6 +336,7 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
 }
 
 std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
+  ACCELERATE_PROFILE_RANGE("accelerate::save_state");
   return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(),
                                          {.step = step_,
                                           .mixed_precision = std::string(to_string(settings_.mixed_precision))});
@@ -342,6 +344,7 @@ std::filesystem::path Accelerator::save_state(const std::optional<std::filesyste
 
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
                                                         bool strict) {
+  ACCELERATE_PROFILE_RANGE("accelerate::load_state");
   return checkpoint::load_training_state(*state_, project_, input_dir, checkpoint_refs(), strict);
 }
 

@@ -11,6 +11,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "detail/profile_range.hpp"
 #include "training/gradient_bucket_plan.hpp"
 
 namespace accelerate::detail {
@@ -221,6 +222,7 @@ void GradientReducer::launch(Bucket& bucket, bool in_backward) {
   // compressed copy) keeps a single-GPU step free of extra kernels and of the
   // rounding a 16-bit wire would add.
   if (group_.size() == 1) return;
+  ACCELERATE_PROFILE_RANGE("accelerate::bucket_all_reduce");
   if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
   bucket.work = group_.all_reduce_async(bucket.wire, AllReduceOptions{});
 }
@@ -243,6 +245,7 @@ void GradientReducer::finalize() {
 void GradientReducer::finalize_locked() {
   if (!in_step_ && !armed_) return;
   group_watch_.check("DistributedModel::synchronize_gradients");
+  ACCELERATE_PROFILE_RANGE("accelerate::synchronize_gradients");
   const auto start = std::chrono::steady_clock::now();
 
   // Parameters without a gradient in this step still fill their slots, so

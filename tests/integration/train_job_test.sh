@@ -61,6 +61,19 @@ events=$(find "$work/first/train" -name 'events.out.tfevents.*' | wc -l)
 [ "$events" = "${ACCELERATE_EXPECT_TENSORBOARD:-0}" ] ||
   fail "$events TensorBoard event files, expected ${ACCELERATE_EXPECT_TENSORBOARD:-0}"
 
+# --profile-steps: one Chrome trace per rank, with the steps and the library's own ranges.
+run profiled 2 --seed 7 --epochs 1 --max-steps 6 --profile-steps 3 --project-dir "$work/profiled"
+for r in 0 1; do
+  trace=$work/profiled/profile/trace_rank$r.json
+  [ -s "$trace" ] || fail "--profile-steps wrote no $trace"
+  for name in '"ProfilerStep#3"' '"accelerate::bucket_all_reduce"' '"accelerate::data_loader_next"'; do
+    grep -q "$name" "$trace" || fail "$trace has no $name event"
+  done
+  for outside in 0 4; do  # the warm-up step and the one after the 3 profiled steps
+    ! grep -q "\"ProfilerStep#$outside\"" "$trace" || fail "$trace recorded step $outside"
+  done
+done
+
 run again 2 "${common[@]}" --project-dir "$work/again"
 [ "$(final_loss again)" = "$(final_loss first)" ] || fail "same seed, different final loss"
 for group in /pytorch_model /optimizer /random_states; do

@@ -9,3 +9,6 @@ if(ACCELERATE_HAVE_HDF5)
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_checkpoint_test.cpp
                           NPROCS 1 2 4 TIMEOUT 240 LABELS training checkpoint gpu)
 endif()
+# Accelerator::profile(): Chrome traces per rank with the library's named ranges.
+accelerate_add_mpi_test(profiler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiler_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 180 LABELS training gpu LINK nlohmann_json::nlohmann_json)

@@ -20,7 +20,7 @@ LAYERS = [
     {"data"},
     {"amp"},
     {"checkpoint"},
-    {"tracking"},
+    {"tracking", "profiling"},
     {"training"},
     {"interop"},
     {"cli"},

@@ -338,6 +338,14 @@ class Accelerator {
   /// Where it does not run, a stand-in that ignores every call.
   [[nodiscard]] tracking::GeneralTracker& get_tracker(std::string_view name) { return trackers_.get(name); }
 
+  // --- profiling (seeds: profile, ProfileKwargs; docs/profiling.md) ----------------
+  /// LibTorch's profiler on this process with AcceleratorOptions::profile_kwargs,
+  /// or `kwargs` when given; every rank writes its own trace. Hold it as
+  /// `auto profiler = accelerator.profile();` and call profiler.step() per step.
+  [[nodiscard]] Profiler profile(std::optional<ProfileKwargs> kwargs = std::nullopt) const {
+    return Profiler(kwargs ? std::move(*kwargs) : options_.profile_kwargs, process_index(), device().is_cuda());
+  }
+
  private:
   struct OnState {};  // tag: the constructor both public ones delegate to
   Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state);

@@ -21,6 +21,7 @@
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
+#include "accelerate/profiling/profiler.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
 #include "accelerate/runtime/log_level.hpp"
 #include "accelerate/runtime/mixed_precision.hpp"
@@ -87,6 +88,8 @@ struct AcceleratorOptions {
   GradScalerKwargs scaler_kwargs;
   InitProcessGroupKwargs init_kwargs;
   AutocastKwargs autocast_kwargs;
+  /// What profile() records and where it writes (docs/profiling.md).
+  ProfileKwargs profile_kwargs;
 
   /// The configuration file to read; unset: default_config_file() when it
   /// exists. An explicit path that does not exist is a ConfigError.
@@ -95,7 +98,7 @@ struct AcceleratorOptions {
   /// ACCELERATE_CPU_AFFINITY, the config file, else false.
   std::optional<bool> numa_affinity;
   /// Experiment trackers (seeds: log_with): built-in ones by type or name
-  /// ("all", "csv", "jsonl") and trackers of your own. They start with
+  /// ("all", "csv", "jsonl", "tensorboard") and trackers of your own. They start with
   /// init_trackers(); files go to project_config's logging directory.
   std::vector<tracking::TrackerChoice> log_with;
 };
