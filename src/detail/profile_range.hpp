@@ -1,7 +1,8 @@
 // A named range in LibTorch's profiler trace: the library's own work
 // (collectives, gradient buckets, data-loader waits, checkpoint phases) shows
 // up in `Accelerator::profile()` traces under names "accelerate::<what>".
-// When no profiler runs, the cost is one check of a thread-local flag.
+// When no profiler runs, the range finds no callback registered and records
+// nothing.
 #pragma once
 
 #include <ATen/record_function.h>
