@@ -48,9 +48,10 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  CLI::App app("A Kokkos stencil code coupled to a LibTorch model trained through the Accelerator.",
-               "kokkos_coupling");
-  app.add_option("--steps", options.steps, "simulation steps")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  CLI::App app("A Kokkos stencil code coupled to a LibTorch model trained through the Accelerator.", "kokkos_coupling");
+  app.add_option("--steps", options.steps, "simulation steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
   app.add_option("--cells-per-rank", options.cells_per_rank, "cells of the 1-D domain per rank (at least 3)")
       ->capture_default_str()
       ->check(CLI::Range(3, 1 << 30));
@@ -97,9 +98,8 @@ class HeatSlab {
     Field field = field_;
     Field next = next_;
     Kokkos::parallel_for(
-        "stencil", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(1, cells_ + 1), KOKKOS_LAMBDA(int i) {
-          next(i) = field(i) + kDiffusion * (field(i - 1) - 2 * field(i) + field(i + 1));
-        });
+        "stencil", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(1, cells_ + 1),
+        KOKKOS_LAMBDA(int i) { next(i) = field(i) + kDiffusion * (field(i - 1) - 2 * field(i) + field(i + 1)); });
     Kokkos::fence();
     // Copy, not swap: the checkpoint holds a handle to field_'s allocation.
     Kokkos::deep_copy(Kokkos::subview(field_, std::pair(1, cells_ + 1)),
@@ -119,11 +119,10 @@ class HeatSlab {
 
   // Surrogate training pairs of this slab: windows (left, centre, right) -> next centre.
   [[nodiscard]] std::pair<torch::Tensor, torch::Tensor> samples() const {
-    const torch::Tensor field = accelerate::kokkos::to_tensor(field_);  // shares the view's memory
+    const torch::Tensor field = accelerate::kokkos::to_tensor(field_);      // shares the view's memory
     const torch::Tensor windows = field.unfold(0, 3, 1).to(torch::kFloat);  // [cells, 3], a copy in fp32
     const torch::Tensor centre = windows.select(1, 1);
-    const torch::Tensor target =
-        centre + kDiffusion * (windows.select(1, 0) - 2 * centre + windows.select(1, 2));
+    const torch::Tensor target = centre + kDiffusion * (windows.select(1, 0) - 2 * centre + windows.select(1, 2));
     return {windows, target.unsqueeze(1)};
   }
 
@@ -168,9 +167,8 @@ std::string format(double value) {
 
 int run(const Options& options) {
   // Order: MPI (the Accelerator's State), then Kokkos; the reverse at the end.
-  accelerate::Accelerator accelerator({.project_config = {.project_dir = options.project_dir,
-                                                          .automatic_checkpoint_naming = true,
-                                                          .total_limit = 2}});
+  accelerate::Accelerator accelerator(
+      {.project_config = {.project_dir = options.project_dir, .automatic_checkpoint_naming = true, .total_limit = 2}});
   accelerate::kokkos::KokkosRuntime kokkos(accelerator.state());
   {
     HeatSlab slab(accelerator.state(), options.cells_per_rank);
@@ -183,9 +181,13 @@ int run(const Options& options) {
     torch::Tensor sim_step = torch::zeros({}, torch::kLong);
     accelerator.register_for_checkpointing(
         accelerate::kokkos::checkpoint_state(slab.field(), accelerate::kokkos::Distribution::PerRank));
-    accelerator.register_for_checkpointing(accelerate::checkpoint::TensorState{
-        [&] { return std::map<std::string, at::Tensor>{{"sim_step", sim_step}}; },
-        [&](const std::map<std::string, at::Tensor>& saved) { sim_step.copy_(saved.at("sim_step")); }});
+    accelerator.register_for_checkpointing(
+        accelerate::checkpoint::TensorState{[&] {
+                                              return std::map<std::string, at::Tensor>{{"sim_step", sim_step}};
+                                            },
+                                            [&](const std::map<std::string, at::Tensor>& saved) {
+                                              sim_step.copy_(saved.at("sim_step"));
+                                            }});
 
     if (options.resume) {
       if (const auto latest = accelerator.latest_checkpoint()) {
@@ -207,7 +209,7 @@ int run(const Options& options) {
       if (step % options.train_every == 0) {
         const auto [inputs, targets] = slab.samples();
         optimizer->zero_grad();
-        const torch::Tensor loss = torch::mse_loss(model->forward<SurrogateImpl>(inputs), targets);
+        const torch::Tensor loss = torch::mse_loss(model(inputs), targets);
         accelerator.backward(loss);
         optimizer->step();
         loss_value = accelerator.reduce(loss.detach()).item<double>();
@@ -233,9 +235,9 @@ int run(const Options& options) {
       torch::NoGradGuard no_grad;
       error = (surrogate->forward(inputs) - targets).pow(2).mean();
     }
-    accelerator.print("kokkos-coupling: final sim step " + std::to_string(sim_step.item<int64_t>()) +
-                      " field energy " + format(slab.global_sum()) + " surrogate loss " + format(loss_value) +
-                      " error " + format(accelerator.reduce(error).item<double>()));
+    accelerator.print("kokkos-coupling: final sim step " + std::to_string(sim_step.item<int64_t>()) + " field energy " +
+                      format(slab.global_sum()) + " surrogate loss " + format(loss_value) + " error " +
+                      format(accelerator.reduce(error).item<double>()));
     accelerator.free_memory();  // registered views go before Kokkos is finalised
   }
   accelerator.print("kokkos-coupling: done");

@@ -185,8 +185,10 @@ int run(const TrainOptions& options) {
   // --profile-steps: LibTorch's profiler over a few optimizer steps, one trace per rank.
   std::optional<accelerate::Profiler> profiler;
   if (options.profile_steps > 0) {
-    profiler.emplace(accelerate::ProfileKwargs{.schedule_option = accelerate::ProfileSchedule{
-                                                   .warmup = 1, .active = options.profile_steps, .repeat = 1},
+    profiler.emplace(accelerate::ProfileKwargs{.schedule_option =
+                                                   accelerate::ProfileSchedule{.warmup = 1,
+                                                                               .active = options.profile_steps,
+                                                                               .repeat = 1},
                                                .output_trace_dir = options.project_dir + "/profile"},
                      accelerator.process_index(), accelerator.device().is_cuda());
   }
@@ -196,8 +198,7 @@ int run(const TrainOptions& options) {
     int64_t micro_step = 0;
     for (const auto& batch : *train_loader) {
       auto accumulating = accelerator.accumulate(*model);
-      const auto loss =
-          torch::cross_entropy_loss(model->forward<ClassifierImpl>(batch.data).to(torch::kFloat), batch.target);
+      const auto loss = torch::cross_entropy_loss(model(batch.data), batch.target);  // fp32 logits under bf16 too
       accelerator.backward(loss);
       optimizer->step();
       scheduler->step();

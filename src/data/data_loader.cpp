@@ -1,9 +1,11 @@
 #include "accelerate/data/data_loader.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "accelerate/data/collate.hpp"
 #include "accelerate/data/rng_synchronizer.hpp"
+#include "accelerate/data/skip.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "detail/profile_range.hpp"
 
@@ -71,6 +73,19 @@ void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
   // is a whole new epoch, not an empty remainder of the old one.
   const std::int64_t batches = batches_per_epoch();
   if (batches >= 0 && at.batch_index >= batches) position_.start_epoch(at.epoch + 1);
+  resume_pending_ = true;
+  end_of_dataloader_ = false;
+}
+
+void DataLoader::skip_first_batches(std::int64_t num_batches) {
+  detail::check_skip_count("DataLoader::skip_first_batches", num_batches);
+  drop_pass();
+  if (epoch_completed_) {
+    epoch_completed_ = false;
+    position_.start_epoch(position_.epoch + 1);
+  }
+  const std::int64_t batches = batches_per_epoch();
+  position_.samples_consumed = (batches >= 0 ? std::min(num_batches, batches) : num_batches) * total_batch_size();
   resume_pending_ = true;
   end_of_dataloader_ = false;
 }

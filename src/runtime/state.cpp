@@ -252,7 +252,7 @@ void State::wait_for_node() const {
 }
 
 void State::print(std::string_view text) const {
-  if (!is_main_process()) return;
+  if (!is_local_main_process()) return;
   std::cout << text << '\n' << std::flush;
 }
 

@@ -228,8 +228,12 @@ Accelerator::AccumulateScope Accelerator::accumulate_models(const std::vector<Di
   gradient_state_.begin_micro_step();
   const bool communicate = gradient_state_.sync_gradients() || gradient_state_.plugin().sync_each_batch;
   for (DistributedModel* model : models) {
-    scope.restore_.emplace_back(model, model->require_backward_grad_sync());
-    model->set_require_backward_grad_sync(communicate);
+    // An enclosing no_sync (LocalSGD's, or the user's) stays in force on
+    // synchronising steps too, as in Accelerate, where accumulate() only
+    // ever adds a no_sync.
+    const bool previous = model->require_backward_grad_sync();
+    scope.restore_.emplace_back(model, previous);
+    model->set_require_backward_grad_sync(communicate && previous);
   }
   return scope;
 }

@@ -87,7 +87,8 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
       group_watch_(group.lifetime().watch()),
       kwargs_(std::move(kwargs)),
       autocast_dtype_(options.autocast_dtype),
-      autocast_kwargs_(options.autocast_kwargs) {
+      autocast_kwargs_(options.autocast_kwargs),
+      convert_outputs_to_fp32_(options.convert_outputs_to_fp32) {
   if (!module_) throw ConfigError(detail::where() + " DistributedModel: the module pointer is null.");
   for (const auto& parameter : module_->parameters(/*recurse=*/true)) {
     autocast_device_ = parameter.device().type();

@@ -13,11 +13,14 @@
 #include <new>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "accelerate/amp/grad_scaler.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "accelerate/runtime/state.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
 
@@ -87,8 +90,8 @@ void expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::
     // A prepared model lives on the State's device (a GPU where there is one).
     const auto x = a[i].cpu();
     const auto y = b[i].cpu();
-    EXPECT_TRUE(torch::allclose(x, y, tol, tol)) << "parameter " << i << " differs by "
-                                                 << (x - y).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(x, y, tol, tol))
+        << "parameter " << i << " differs by " << (x - y).abs().max().item<double>();
   }
 }
 
@@ -114,8 +117,7 @@ TEST_F(Accelerator, PreparedLoopMatchesOneProcessOnTheGlobalBatch) {
   acc::Accelerator accelerator;
   Net net = make_net();
   torch::optim::SGD sgd(net->parameters(), 0.1);
-  auto [model, optimizer, loader] =
-      accelerator.prepare(net, sgd, acc::data_loader(data, {.batch_size = per_rank}));
+  auto [model, optimizer, loader] = accelerator.prepare(net, sgd, acc::data_loader(data, {.batch_size = per_rank}));
   int64_t seen = 0;
   for (const auto& batch : *loader) {
     optimizer->zero_grad();
@@ -277,7 +279,7 @@ TEST_F(Accelerator, Bf16AutocastRunsOnTheCpu) {
   Net net = make_net();
   auto model = accelerator.prepare(net);
   const auto out = model->forward<NetImpl>(torch::randn({3, kFeatures}));
-  EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(out.scalar_type(), torch::kFloat);  // computed in bf16, returned in fp32 (convert_outputs_to_fp32)
   {
     auto autocast = accelerator.autocast();
     EXPECT_EQ(torch::mm(torch::randn({2, 2}), torch::randn({2, 2})).scalar_type(), torch::kBFloat16);
@@ -288,13 +290,15 @@ TEST_F(Accelerator, Bf16AutocastRunsOnTheCpu) {
 
 TEST_F(Accelerator, Fp16OnTheCpuIsRefusedWithAReason) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible: fp16 is valid here";
-  const auto message = acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a({.mixed_precision = "fp16"}); });
+  const auto message =
+      acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a({.mixed_precision = "fp16"}); });
   EXPECT_NE(message.find("bf16"), std::string::npos) << message;
 }
 
 TEST_F(Accelerator, AccumulationStepsAndPluginTogetherAreAnError) {
   const auto message = acc::testing::error_of<acc::ConfigError>([] {
-    acc::Accelerator a({.gradient_accumulation_steps = 2, .gradient_accumulation_plugin = acc::GradientAccumulationPlugin{}});
+    acc::Accelerator a(
+        {.gradient_accumulation_steps = 2, .gradient_accumulation_plugin = acc::GradientAccumulationPlugin{}});
   });
   EXPECT_NE(message.find("only one"), std::string::npos) << message;
 }
@@ -418,6 +422,117 @@ TEST_F(Accelerator, TheConfigurationFileIsHonouredForEverySetting) {
     EXPECT_EQ(explicit_timeout.state().timeout(), std::chrono::seconds(1800));  // explicit beats both
   }
   acc::testing::remove_shared_directory(dir);
+}
+
+// --- the API a converted Accelerate script uses (seeds' names and semantics) ---
+
+// forward(x, scale) and a tuple result: the prepared model is called with any signature.
+struct TwoInputNetImpl : torch::nn::Module {
+  TwoInputNetImpl() { fc = register_module("fc", torch::nn::Linear(kFeatures, 2)); }
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, double scale) {
+    const auto y = fc->forward(x);
+    return {y * scale, y.sum(1)};
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(TwoInputNet);
+
+TEST_F(Accelerator, APreparedModelIsCalledLikeItsModule) {
+  acc::Accelerator accelerator;
+  Net net = make_net();
+  auto model = accelerator.prepare(net);
+  const auto x = torch::randn({3, kFeatures}).to(accelerator.device());
+  EXPECT_TRUE(torch::equal(model(x), net->forward(x)));
+  EXPECT_EQ(model.module().get(), net.ptr().get());
+  const std::shared_ptr<acc::DistributedModel> untyped = model;  // still a DistributedModel
+  EXPECT_EQ(untyped.get(), model.get());
+
+  torch::manual_seed(3);
+  auto two = std::make_shared<TwoInputNetImpl>();
+  auto prepared = accelerator.prepare(two);
+  const auto [scaled, summed] = prepared(x, 2.0);
+  const auto [plain, plain_sum] = two->forward(x, 1.0);
+  EXPECT_TRUE(torch::allclose(scaled, plain * 2.0));
+  EXPECT_TRUE(torch::allclose(summed, plain_sum));
+  const acc::PreparedModel<NetImpl> empty;
+  EXPECT_THROW(empty(x), acc::ConfigError);
+}
+
+// Accelerate's prepare converts the outputs of an autocast forward to fp32,
+// so the loss is computed in fp32; nested results too.
+TEST_F(Accelerator, MixedPrecisionOutputsComeBackAsFp32) {
+  acc::Accelerator accelerator({.cpu = true, .mixed_precision = "bf16"});
+  torch::manual_seed(3);
+  auto two = std::make_shared<TwoInputNetImpl>();
+  auto model = accelerator.prepare(two);
+  const auto [scaled, summed] = model(torch::randn({3, kFeatures}), 1.0);
+  EXPECT_EQ(scaled.scalar_type(), torch::kFloat);
+  EXPECT_EQ(summed.scalar_type(), torch::kFloat);
+  // The conversion is what changed the dtype: without it, autocast's bf16 shows.
+  acc::DistributedModel raw(std::make_shared<TwoInputNetImpl>(), accelerator.process_group(), {},
+                            {.autocast_dtype = torch::kBFloat16, .convert_outputs_to_fp32 = false});
+  EXPECT_EQ(std::get<0>(raw.forward<TwoInputNetImpl>(torch::randn({3, kFeatures}), 1.0)).scalar_type(),
+            torch::kBFloat16);
+}
+
+// Seeds: Accelerator.print prints once per server (the local main process).
+TEST_F(Accelerator, PrintIsOncePerNode) {
+  // Virtual nodes of two ranks: at 4 ranks, ranks 0 and 2 are local main processes.
+  auto state = std::make_shared<acc::State>(acc::StateOptions{.cpu = true, .emulated_ranks_per_node = 2});
+  acc::Accelerator accelerator(state);
+  ::testing::internal::CaptureStdout();
+  accelerator.print("epoch {} loss {:.2f}", 3, 0.25);
+  accelerator.print("plain");
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(out, world_rank() % 2 == 0 ? "epoch 3 loss 0.25\nplain\n" : "") << "rank " << world_rank();
+}
+
+// Seeds: Accelerator.reduce defaults to "sum"; "mean" divides by the process
+// count; "none" leaves the input; scale multiplies the result.
+TEST_F(Accelerator, ReduceFollowsTheSeeds) {
+  acc::Accelerator accelerator;
+  const auto mine = torch::full({2}, static_cast<double>(world_rank() + 1), torch::kDouble);
+  const double sum = world_size() * (world_size() + 1) / 2.0;
+  EXPECT_TRUE(torch::equal(accelerator.reduce(mine), torch::full({2}, sum, torch::kDouble)));
+  EXPECT_TRUE(torch::allclose(accelerator.reduce(mine, "mean"), torch::full({2}, sum / world_size(), torch::kDouble)));
+  EXPECT_TRUE(torch::equal(accelerator.reduce(mine, "none"), mine));
+  EXPECT_TRUE(torch::equal(accelerator.reduce(mine, "sum", 0.5), torch::full({2}, sum * 0.5, torch::kDouble)));
+}
+
+// Seeds: skip_first_batches resumes mid-epoch; only that pass is shortened.
+TEST_F(Accelerator, SkipFirstBatchesShortensOnlyTheNextPass) {
+  const int64_t steps = 5;
+  acc::Accelerator accelerator;
+  auto loader = accelerator.prepare(acc::data_loader(IndexDataset(2 * world_size() * steps), {.batch_size = 2}));
+  std::vector<torch::Tensor> whole;
+  for (const auto& batch : *loader) whole.push_back(batch.data.clone());
+  ASSERT_EQ(static_cast<int64_t>(whole.size()), steps);
+  std::vector<torch::Tensor> resumed;
+  for (const auto& batch : *accelerator.skip_first_batches(loader, 2)) resumed.push_back(batch.data.clone());
+  ASSERT_EQ(resumed.size(), 3U);
+  for (size_t i = 0; i < resumed.size(); ++i) EXPECT_TRUE(torch::equal(resumed[i], whole[i + 2])) << "batch " << i;
+  EXPECT_EQ(loader->epoch(), 1);  // the skip applied to the epoch after the complete one
+  int64_t next = 0;
+  for ([[maybe_unused]] const auto& batch : *loader) ++next;
+  EXPECT_EQ(next, steps);
+  int64_t none = 0;
+  for ([[maybe_unused]] const auto& batch : *accelerator.skip_first_batches(loader, steps + 3)) ++none;
+  EXPECT_EQ(none, 0);
+  EXPECT_THROW(accelerator.skip_first_batches(loader, -1), acc::ConfigError);
+}
+
+// set_seed with named options; device_specific adds the rank (the accelerator supplies the State).
+TEST_F(Accelerator, SetSeedTakesNamedOptions) {
+  acc::Accelerator accelerator;
+  accelerator.set_seed(42, {.device_specific = true});
+  const auto drawn = torch::randn({4});
+  torch::manual_seed(42 + world_rank());
+  EXPECT_TRUE(torch::equal(drawn, torch::randn({4})));
+  acc::set_seed(42, {.device_specific = false});
+  const auto same = torch::randn({4});
+  torch::manual_seed(42);
+  EXPECT_TRUE(torch::equal(same, torch::randn({4})));
+  EXPECT_THROW(acc::set_seed(42, {.device_specific = true}), acc::ConfigError);  // no State to take the rank from
 }
 
 }  // namespace

@@ -12,3 +12,6 @@ endif()
 # Accelerator::profile(): Chrome traces per rank with the library's named ranges.
 accelerate_add_mpi_test(profiler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiler_test.cpp
                         NPROCS 1 2 4 TIMEOUT 180 LABELS training gpu LINK nlohmann_json::nlohmann_json)
+# LocalSGD: parameter averaging every k steps against an in-process simulation.
+accelerate_add_mpi_test(local_sgd_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_sgd_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 120 LABELS training gpu)

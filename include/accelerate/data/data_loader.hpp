@@ -84,6 +84,13 @@ class DataLoader {
   /// last batch of an epoch continues at the start of the next epoch. Throws
   /// ConfigError as resume_point() does.
   void load_state_dict(const LoaderState::Dict& dict);
+  /// The next pass (only that one) starts after the first `num_batches`
+  /// batches of its epoch, as if they had been handed out: the epoch the
+  /// next begin() would run (the following one after a complete pass).
+  /// Skipping all batches or more makes that pass empty. Batches are skipped
+  /// by index, without loading them (streams read and discard them). Seeds:
+  /// skip_first_batches. Throws ConfigError for a negative count.
+  void skip_first_batches(std::int64_t num_batches);
 
   /// Whether a pass is under way (begin() ran and the last batch was not
   /// yet followed by the end of the pass).

@@ -223,7 +223,7 @@ const typename DataLoaderShard<Dataset>::Batch* DataLoaderShard<Dataset>::start_
   const std::int64_t start = begin_position();
   auto pass = std::make_unique<Pass>(Pass{epoch_shard(), nullptr, std::nullopt, start - 1});
   const BatchSamplerShard* shard = &pass->shard;
-  const std::int64_t first = skip_first_batches(pass->shard, start).first_batch();
+  const std::int64_t first = accelerate::skip_first_batches(pass->shard, start).first_batch();
   std::shared_ptr<Dataset> dataset = dataset_;
   auto load = [dataset, shard](std::int64_t index) -> Batch {
     std::vector<Batch> examples;

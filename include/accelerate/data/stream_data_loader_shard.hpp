@@ -128,7 +128,7 @@ class StreamDataLoaderShard final : public DataLoader {
           return std::move(one.front());
         },
         sharding_);
-    skip_first_batches(*pass->shard, start);
+    accelerate::skip_first_batches(*pass->shard, start);
     pass->index = start - 1;
     pass->lookahead = read_batch(*pass);
     pass_ = std::move(pass);

@@ -37,6 +37,15 @@ class State;
 void set_seed(std::uint64_t seed, bool device_specific = false, bool deterministic = false,
               const State* state = nullptr);
 
+/// set_seed's options by name: `set_seed(42, {.device_specific = true}, &state)`.
+struct SeedOptions {
+  bool device_specific = false;
+  bool deterministic = false;
+};
+inline void set_seed(std::uint64_t seed, const SeedOptions& options, const State* state = nullptr) {
+  set_seed(seed, options.device_specific, options.deterministic, state);
+}
+
 /// The seed most recently passed to set_seed in this process, before the
 /// device-specific offset (so the same on every rank that passed the same
 /// seed); nullopt when set_seed was never called. The fallback for a

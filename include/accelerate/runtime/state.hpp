@@ -120,7 +120,8 @@ class State {
   void wait_for_everyone(std::string_view what) const;
   /// Barrier over the processes of this node only.
   void wait_for_node() const;
-  /// Prints `text` and a newline on the main process only.
+  /// Prints `text` and a newline once per node: on the local main process
+  /// (seeds: PartialState.print).
   void print(std::string_view text) const;
 
   /// One line describing this rank (rank, local rank, node, host, device, CPUs).

@@ -8,7 +8,7 @@
 //       accelerator.prepare(net, sgd, accelerate::data_loader(dataset, {.batch_size = 32, .shuffle = true}));
 //   for (auto& batch : *loader) {
 //     auto accumulating = accelerator.accumulate(*model);
-//     auto loss = torch::nll_loss(model->forward<Net>(batch.data), batch.target);
+//     auto loss = torch::nll_loss(model(batch.data), batch.target);
 //     accelerator.backward(loss);
 //     optimizer->step();
 //     optimizer->zero_grad();
@@ -44,6 +44,7 @@
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/data/prepare_data_loader.hpp"
 #include "accelerate/format.hpp"
+#include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/tracking/tracker_set.hpp"
@@ -53,6 +54,7 @@
 #include "accelerate/training/distributed_model.hpp"
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "accelerate/training/gradient_state.hpp"
+#include "accelerate/training/prepared_model.hpp"
 
 namespace torch::optim {
 class Optimizer;
@@ -151,15 +153,15 @@ class Accelerator {
   // --- prepare ----------------------------------------------------------------
   /// A model: moved to the device, wrapped in a DistributedModel (parameters
   /// and buffers broadcast from rank 0, bucketed gradient all-reduce that
-  /// overlaps backward, autocast in forward<Net>() with mixed precision).
+  /// overlaps backward; with mixed precision, autocast in forward and fp32
+  /// outputs). The handle is called like the module: `model(x)`.
   template <class Module>
-  requires std::derived_from<Module, torch::nn::Module> std::shared_ptr<DistributedModel> prepare(
-      std::shared_ptr<Module> model) {
-    return prepare_model(std::static_pointer_cast<torch::nn::Module>(std::move(model)));
+  requires std::derived_from<Module, torch::nn::Module> PreparedModel<Module> prepare(std::shared_ptr<Module> model) {
+    return PreparedModel<Module>(prepare_model(std::static_pointer_cast<torch::nn::Module>(std::move(model))));
   }
   template <class Impl>
-  std::shared_ptr<DistributedModel> prepare(const torch::nn::ModuleHolder<Impl>& model) {
-    return prepare_model(std::static_pointer_cast<torch::nn::Module>(model.ptr()));
+  PreparedModel<Impl> prepare(const torch::nn::ModuleHolder<Impl>& model) {
+    return PreparedModel<Impl>(prepare_model(std::static_pointer_cast<torch::nn::Module>(model.ptr())));
   }
   /// An optimizer (kept by reference: it must outlive the accelerator's use of it).
   std::shared_ptr<AcceleratedOptimizer> prepare(torch::optim::Optimizer& optimizer);
@@ -185,6 +187,22 @@ class Accelerator {
   }
   /// A schedule advanced by a callable (one call = one schedule step).
   std::shared_ptr<AcceleratedScheduler> prepare_scheduler(std::function<void()> advance);
+
+  /// The next pass of `loader` (and only that pass) starts after its first
+  /// `num_batches` batches of the epoch, e.g. when resuming mid-epoch; the
+  /// passes after it are whole. Returns `loader` itself (Accelerate returns a
+  /// new loader; using the original afterwards gives the same result here).
+  /// Seeds: skip_first_batches.
+  std::shared_ptr<DataLoader> skip_first_batches(std::shared_ptr<DataLoader> loader, std::int64_t num_batches) {
+    if (!loader) throw ConfigError("Accelerator::skip_first_batches: the data loader pointer is null.");
+    loader->skip_first_batches(num_batches);
+    return loader;
+  }
+  /// set_seed with this accelerator's State (so device_specific needs no more):
+  /// `accelerator.set_seed(42, {.device_specific = true})`.
+  void set_seed(std::uint64_t seed, const SeedOptions& options = {}) const {
+    accelerate::set_seed(seed, options, state_.get());
+  }
 
   /// The user's module of a prepared model (seeds: unwrap_model).
   [[nodiscard]] static std::shared_ptr<torch::nn::Module> unwrap_model(const DistributedModel& model) {
@@ -247,9 +265,11 @@ class Accelerator {
     return from_ivalue<T>(gather_for_metrics_ivalue(to_ivalue(data), use_gather_object));
   }
   c10::IValue gather_for_metrics_ivalue(const c10::IValue& data, bool use_gather_object = false);
+  /// Seeds: Accelerator.reduce, whose default is "sum" (the free function's
+  /// is "mean"). "none" and `scale` as accelerate::reduce (docs/operations.md).
   template <Nestable T>
-  T reduce(const T& data, std::string_view reduction = "mean") {
-    return accelerate::reduce(*world_, data, reduction);
+  T reduce(const T& data, std::string_view reduction = "sum", double scale = 1.0) {
+    return accelerate::reduce(*world_, data, reduction, scale);
   }
   template <Nestable T>
   T pad_across_processes(const T& data, std::int64_t dim = 0, const at::Scalar& pad_index = 0, bool pad_first = false) {
@@ -267,11 +287,12 @@ class Accelerator {
 
   // --- process control ------------------------------------------------------------
   void wait_for_everyone() const { state_->wait_for_everyone(); }
+  /// Prints once per node: on the local main process (seeds: Accelerator.print).
   void print(std::string_view text) const { state_->print(text); }
   /// Formatted (accelerate/format.hpp): `accelerator.print("epoch {}: {:.3f}", epoch, loss)`.
   template <class... Args>
   requires(sizeof...(Args) > 0) void print(format_string<Args...> text, Args&&... args) const {
-    if (is_main_process()) state_->print(accelerate::format(text, std::forward<Args>(args)...));
+    if (is_local_main_process()) state_->print(accelerate::format(text, std::forward<Args>(args)...));
   }
   [[nodiscard]] MainProcessFirst main_process_first() const { return accelerate::main_process_first(*state_); }
   [[nodiscard]] MainProcessFirst local_main_process_first() const {

@@ -32,10 +32,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "accelerate/amp/autocast.hpp"
+#include "accelerate/comm/operations.hpp"
 #include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 
@@ -68,6 +70,10 @@ struct DistributedModelOptions {
   /// device type (the Accelerator's mixed precision). Unset: no autocast.
   std::optional<c10::ScalarType> autocast_dtype;
   AutocastKwargs autocast_kwargs;
+  /// Under autocast, return forward<Net>()'s float16/bfloat16 tensors as
+  /// float32 (at any depth of a Nestable result), so the loss is computed in
+  /// fp32, as Accelerate's prepare does (its convert_outputs_to_fp32).
+  bool convert_outputs_to_fp32 = true;
 };
 
 /// Per-bucket counters (cumulative since construction or reset_counters()).
@@ -108,14 +114,19 @@ class DistributedModel {
   [[nodiscard]] std::shared_ptr<torch::nn::Module> unwrap() const { return module_; }
 
   /// Calls `Net::forward(args...)` on the wrapped module after
-  /// prepare_forward(), under autocast when options.autocast_dtype is set.
-  /// `Net` is the module's concrete type.
+  /// prepare_forward(), under autocast when options.autocast_dtype is set
+  /// (then with 16-bit outputs made float32, see convert_outputs_to_fp32).
+  /// `Net` is the module's concrete type; PreparedModel<Net> supplies it.
   template <typename Net, typename... Args>
   auto forward(Args&&... args) {
     prepare_forward();
-    std::optional<AutocastGuard> autocast;
-    if (autocast_dtype_) autocast.emplace(autocast_device_, *autocast_dtype_, autocast_kwargs_);
-    return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+    if (!autocast_dtype_) return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+    auto output = [&] {
+      AutocastGuard autocast(autocast_device_, *autocast_dtype_, autocast_kwargs_);
+      return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+    }();
+    if (convert_outputs_to_fp32_) output = outputs_to_fp32(std::move(output));
+    return output;
   }
   /// What forward() does before the module runs: broadcasts buffers
   /// (broadcast_buffers, synchronising steps only) and arms the reducer.
@@ -165,9 +176,23 @@ class DistributedModel {
   ProcessGroup& group_;
   LifetimeWatch group_watch_;  // use after the group (its Accelerator) is gone is an Error
   DistributedDataParallelKwargs kwargs_;
+  template <class Output>
+  static Output outputs_to_fp32(Output output) {
+    if constexpr (std::is_same_v<Output, at::Tensor>) {
+      const auto type = output.defined() ? output.scalar_type() : c10::ScalarType::Float;
+      return type == c10::ScalarType::Half || type == c10::ScalarType::BFloat16 ? output.to(c10::ScalarType::Float)
+                                                                                : output;
+    } else if constexpr (Nestable<Output>) {
+      return from_ivalue<Output>(convert_to_fp32(to_ivalue(output)));
+    } else {
+      return output;  // a type of the user's own: left as the module returned it
+    }
+  }
+
   std::optional<c10::ScalarType> autocast_dtype_;
   c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
   AutocastKwargs autocast_kwargs_;
+  bool convert_outputs_to_fp32_ = true;
   std::unique_ptr<detail::GradientReducer> reducer_;
 };
 
