@@ -54,6 +54,8 @@
 #include "accelerate/training/distributed_model.hpp"
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "accelerate/training/gradient_state.hpp"
+#include "accelerate/training/local_sgd.hpp"
+#include "accelerate/training/prepared_model.hpp"
 
 #if ACCELERATE_HAVE_HDF5
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
