@@ -6,6 +6,7 @@
 //   bench_train --workload W1|W2 --mode ours|ceiling [--steps N] [--warmup N]
 //               [--batch 64] [--bucket-cap-mb 25] [--first-bucket-mb 1]
 //               [--bucket-view 0|1] [--progress 0|1]
+//               [--comm-hook no|fp16|bf16|power_sgd|batched_power_sgd] [--power-sgd-rank 1]
 #include <CLI/CLI.hpp>
 
 #include <limits>
@@ -39,7 +40,18 @@ struct Args {
   double first_bucket_mb = 1;
   bool bucket_view = true;
   bool progress = true;
+  std::string comm_hook = "no";
+  int power_sgd_rank = 1;
 };
+
+accelerate::DDPCommunicationHookType hook_named(const std::string& name) {
+  using accelerate::DDPCommunicationHookType;
+  for (auto hook : {DDPCommunicationHookType::NO, DDPCommunicationHookType::FP16, DDPCommunicationHookType::BF16,
+                    DDPCommunicationHookType::POWER_SGD, DDPCommunicationHookType::BATCHED_POWER_SGD}) {
+    if (accelerate::to_string(hook) == name) return hook;
+  }
+  return DDPCommunicationHookType::NO;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -51,11 +63,19 @@ Args parse(int argc, char** argv) {
   app.add_option("--mode", a.mode, "ours or ceiling")->capture_default_str()->check(CLI::IsMember({"ours", "ceiling"}));
   app.add_option("--steps", a.steps, "timed steps (0: 200 for W1, 30 for W2)")->capture_default_str();
   app.add_option("--warmup", a.warmup, "untimed steps first")->capture_default_str();
-  app.add_option("--batch", a.batch, "samples per rank")->capture_default_str()->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
+  app.add_option("--batch", a.batch, "samples per rank")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
   app.add_option("--bucket-cap-mb", a.bucket_cap_mb, "gradient bucket size")->capture_default_str();
   app.add_option("--first-bucket-mb", a.first_bucket_mb, "first bucket size")->capture_default_str();
   app.add_option("--bucket-view", a.bucket_view, "gradient_as_bucket_view (0 or 1)")->capture_default_str();
   app.add_option("--progress", a.progress, "progress MPI inside the gradient hooks (0 or 1)")->capture_default_str();
+  app.add_option("--comm-hook", a.comm_hook, "gradient compression (PowerSGD compresses from the first step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"no", "fp16", "bf16", "power_sgd", "batched_power_sgd"}));
+  app.add_option("--power-sgd-rank", a.power_sgd_rank, "PowerSGD's matrix_approximation_rank")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -88,12 +108,18 @@ int main(int argc, char** argv) {
   auto w = bench::make_workload(args.workload, args.batch, 1000 + rank);
   std::unique_ptr<accelerate::DistributedModel> model;
   if (args.mode == "ours") {
-    model = std::make_unique<accelerate::DistributedModel>(
-        w.model, *group,
-        accelerate::DistributedDataParallelKwargs{.bucket_cap_mb = args.bucket_cap_mb,
-                                                  .gradient_as_bucket_view = args.bucket_view},
-        accelerate::DistributedModelOptions{.first_bucket_cap_mb = args.first_bucket_mb,
-                                            .progress_in_hooks = args.progress});
+    accelerate::DistributedDataParallelKwargs kwargs{.bucket_cap_mb = args.bucket_cap_mb,
+                                                     .gradient_as_bucket_view = args.bucket_view,
+                                                     .comm_hook = hook_named(args.comm_hook)};
+    if (args.comm_hook.find("power_sgd") != std::string::npos) {
+      kwargs.comm_state_option = {{"matrix_approximation_rank", std::to_string(args.power_sgd_rank)},
+                                  {"start_powerSGD_iter", "0"}};
+    }
+    model = std::make_unique<accelerate::DistributedModel>(w.model, *group, kwargs,
+                                                           accelerate::DistributedModelOptions{.first_bucket_cap_mb =
+                                                                                                   args.first_bucket_mb,
+                                                                                               .progress_in_hooks =
+                                                                                                   args.progress});
   } else if (args.mode != "ceiling") {
     if (rank == 0) std::cerr << "bench_train: --mode must be ours or ceiling\n";
     return 2;
@@ -125,13 +151,14 @@ int main(int argc, char** argv) {
     out << "{\"impl\":\"" << args.mode << "\",\"workload\":\"" << args.workload << "\",\"ranks\":" << ranks
         << ",\"batch_per_rank\":" << args.batch << ",\"steps\":" << args.steps << ",\"seconds\":" << elapsed
         << ",\"samples_per_s\":" << samples / elapsed << ",\"step_ms\":" << 1e3 * elapsed / args.steps
-        << ",\"final_loss\":" << last.item<double>() << ",\"threads\":" << at::get_num_threads()
-        << ",\"blas\":\"" << json_escape(bench::loaded_blas()) << "\"";
+        << ",\"final_loss\":" << last.item<double>() << ",\"threads\":" << at::get_num_threads() << ",\"blas\":\""
+        << json_escape(bench::loaded_blas()) << "\"";
     if (model) {
       const auto c = model->counters();
       out << ",\"bucket_cap_mb\":" << args.bucket_cap_mb << ",\"first_bucket_mb\":" << args.first_bucket_mb
           << ",\"bucket_view\":" << (args.bucket_view ? "true" : "false")
-          << ",\"progress_in_hooks\":" << (args.progress ? "true" : "false")
+          << ",\"progress_in_hooks\":" << (args.progress ? "true" : "false") << ",\"comm_hook\":\"" << args.comm_hook
+          << "\",\"power_sgd_rank\":" << args.power_sgd_rank
           << ",\"all_reduces_per_step\":" << static_cast<double>(c.all_reduces) / args.steps
           << ",\"mb_per_step\":" << static_cast<double>(c.bytes_all_reduced) / args.steps / 1e6
           << ",\"finalize_wait_ms\":" << 1e3 * c.finalize_wait_seconds / args.steps << ",\"buckets\":[";

@@ -63,6 +63,21 @@ void DataLoader::set_epoch(std::int64_t epoch) {
 
 void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
   const LoaderState saved = LoaderState::from_state_dict(dict);
+  // Saved once its epoch was over (at the end of an epoch, or an evaluation
+  // loader): its next pass is a whole new epoch, at any global batch size or
+  // world size. Only a known dataset size tells (streams go on below).
+  const std::int64_t left = saved.dataset_size - saved.samples_consumed;
+  const bool epoch_over =
+      saved.dataset_size >= 0 && (left <= 0 || (drops_last_batch() && left < saved.global_batch_size));
+  if (epoch_over) {
+    drop_pass();
+    epoch_completed_ = false;
+    resume_pending_ = false;
+    end_of_dataloader_ = false;
+    position_.seed = saved.seed;
+    position_.start_epoch(saved.epoch + 1);
+    return;
+  }
   const ResumePoint at = resume_point(saved, total_batch_size(), shard_options(), position_.dataset_size);
   drop_pass();
   epoch_completed_ = false;

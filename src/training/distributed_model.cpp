@@ -7,6 +7,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/format.hpp"
 #include "training/gradient_reducer.hpp"
 
 namespace accelerate {
@@ -20,22 +21,51 @@ std::string describe(const std::string& name, const at::Tensor& t) {
   return out.str();
 }
 
+bool is_power_sgd(DDPCommunicationHookType hook) {
+  return hook == DDPCommunicationHookType::POWER_SGD || hook == DDPCommunicationHookType::BATCHED_POWER_SGD;
+}
+
+// The dtype messages travel in: comm_hook FP16/BF16, or comm_wrapper (alone,
+// or around PowerSGD, whose messages it compresses).
 std::optional<c10::ScalarType> wire_dtype(const DistributedDataParallelKwargs& kwargs, std::string& problem) {
-  auto hook = kwargs.comm_hook;
-  if (hook == DDPCommunicationHookType::NO) hook = kwargs.comm_wrapper;
-  if (kwargs.comm_hook != DDPCommunicationHookType::NO && kwargs.comm_wrapper != DDPCommunicationHookType::NO &&
-      kwargs.comm_hook != kwargs.comm_wrapper) {
-    problem = "comm_hook=" + std::string(to_string(kwargs.comm_hook)) +
-              " and comm_wrapper=" + std::string(to_string(kwargs.comm_wrapper)) +
-              " ask for two different compressions; set one of them (the wrapper only matters around a stateful hook, "
-              "which this library does not implement)";
+  if (is_power_sgd(kwargs.comm_wrapper)) {
+    problem = format("comm_wrapper={} is a hook, not a wrapper; set comm_hook={} and comm_wrapper to no, fp16 or bf16",
+                     to_string(kwargs.comm_wrapper), to_string(kwargs.comm_wrapper));
+    return std::nullopt;
   }
-  switch (hook) {
+  auto compression = kwargs.comm_hook;
+  if (compression == DDPCommunicationHookType::NO || is_power_sgd(compression)) compression = kwargs.comm_wrapper;
+  if (!is_power_sgd(kwargs.comm_hook) && kwargs.comm_hook != DDPCommunicationHookType::NO &&
+      kwargs.comm_wrapper != DDPCommunicationHookType::NO && kwargs.comm_hook != kwargs.comm_wrapper) {
+    problem = format(
+        "comm_hook={} and comm_wrapper={} ask for two different compressions; set one of them (a wrapper only adds "
+        "to a PowerSGD hook)",
+        to_string(kwargs.comm_hook), to_string(kwargs.comm_wrapper));
+  }
+  switch (compression) {
     case DDPCommunicationHookType::FP16: return c10::ScalarType::Half;
     case DDPCommunicationHookType::BF16: return c10::ScalarType::BFloat16;
-    case DDPCommunicationHookType::NO: break;
+    default: break;
   }
   return std::nullopt;
+}
+
+// PowerSGD's options when comm_hook asks for it; `problem` names a bad option.
+std::optional<detail::PowerSgdOptions> power_sgd_options(const DistributedDataParallelKwargs& kwargs,
+                                                         std::string& problem) {
+  if (!is_power_sgd(kwargs.comm_hook)) {
+    if (!kwargs.comm_state_option.empty()) {
+      problem = format(
+          "comm_state_option is set, but comm_hook={} has no state; it is for comm_hook=power_sgd or "
+          "batched_power_sgd. Leave it empty, or choose one of those hooks",
+          to_string(kwargs.comm_hook));
+    }
+    return std::nullopt;
+  }
+  detail::PowerSgdOptions options;
+  options.batched = kwargs.comm_hook == DDPCommunicationHookType::BATCHED_POWER_SGD;
+  problem = detail::parse_power_sgd_options(kwargs.comm_state_option, options);
+  return options;
 }
 
 // What is wrong with this rank's model or kwargs, or an empty string.
@@ -43,9 +73,6 @@ std::string local_problem(const std::vector<std::string>& names, const std::vect
                           const DistributedDataParallelKwargs& kwargs, const DistributedModelOptions& options,
                           std::string wire_problem) {
   if (!wire_problem.empty()) return wire_problem;
-  if (!kwargs.comm_state_option.empty()) {
-    return "comm_state_option is set, but no stateful communication hook (PowerSGD) is implemented; leave it empty";
-  }
   if (!(kwargs.bucket_cap_mb >= 0)) {
     return "bucket_cap_mb=" + std::to_string(kwargs.bucket_cap_mb) + " must be >= 0 (MiB)";
   }
@@ -103,6 +130,9 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   }
   std::string wire_problem;
   const auto wire = wire_dtype(kwargs_, wire_problem);
+  std::string power_sgd_problem;
+  const auto power_sgd = power_sgd_options(kwargs_, power_sgd_problem);
+  if (wire_problem.empty()) wire_problem = power_sgd_problem;
 
   // 1. Every rank learns every rank's problems, so all raise together.
   const std::string problem = local_problem(names, parameters, kwargs_, options, wire_problem);
@@ -161,6 +191,7 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   config.find_unused_parameters = kwargs_.find_unused_parameters;
   config.gradient_as_bucket_view = kwargs_.gradient_as_bucket_view;
   config.wire_dtype = wire;
+  config.power_sgd = power_sgd;
   config.progress_in_hooks = options.progress_in_hooks;
   config.finalize_at_backward_end = options.finalize_at_backward_end;
   reducer_ = std::make_unique<detail::GradientReducer>(std::move(parameters), std::move(names), group_, config);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <utility>
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
@@ -86,6 +87,18 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
       slot.view.set_(bucket.flat.storage(), offset, parameters[k].sizes(), strides);
       offset += parameters[k].numel();
     }
+  }
+
+  if (config_.power_sgd && group.size() > 1) {
+    std::vector<at::Tensor> flats;
+    std::vector<std::vector<at::Tensor>> views;
+    for (const auto& bucket : buckets_) {
+      flats.push_back(bucket.flat);
+      views.emplace_back();
+      for (auto k : bucket.slots) views.back().push_back(slots_[k].view);
+    }
+    compressor_ =
+        std::make_unique<PowerSgdCompressor>(*config_.power_sgd, flats, views, config_.wire_dtype, group.size());
   }
 
   for (std::size_t k = 0; k < slots_.size(); ++k) {
@@ -217,10 +230,16 @@ void GradientReducer::launch(Bucket& bucket, bool in_backward) {
   (in_backward ? bucket.counters.launched_in_backward : bucket.counters.launched_at_finalize) += 1;
   // The counters describe the reduction schedule, the same at any size.
   ++counters_.all_reduces;
-  counters_.bytes_all_reduced += bucket.wire.numel() * static_cast<int64_t>(bucket.wire.element_size());
   // One rank: the sum is the bucket itself. Skipping the collective (and the
   // compressed copy) keeps a single-GPU step free of extra kernels and of the
-  // rounding a 16-bit wire would add.
+  // rounding a 16-bit wire or a low-rank approximation would add.
+  if (compressor_ && compressor_->active()) {
+    ACCELERATE_PROFILE_RANGE("accelerate::power_sgd_start");
+    bucket.compressed = true;
+    counters_.bytes_all_reduced += compressor_->start(static_cast<std::size_t>(&bucket - buckets_.data()), group_);
+    return;
+  }
+  counters_.bytes_all_reduced += bucket.wire.numel() * static_cast<int64_t>(bucket.wire.element_size());
   if (group_.size() == 1) return;
   ACCELERATE_PROFILE_RANGE("accelerate::bucket_all_reduce");
   if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
@@ -273,14 +292,20 @@ void GradientReducer::finalize_locked() {
     if (bucket.work && bucket.work->is_completed()) ++bucket.counters.completed_before_wait;
   }
   std::exception_ptr failure;
-  for (auto& bucket : buckets_) {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     try {
       if (bucket.work) bucket.work->wait();
+      if (bucket.compressed && !failure) {
+        ACCELERATE_PROFILE_RANGE("accelerate::power_sgd_finish");
+        compressor_->finish(b, group_);
+      }
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
     bucket.work.reset();
   }
+  if (compressor_) compressor_->end_step();
   try {
     if (used_work) used_work->wait();
   } catch (...) {
@@ -289,9 +314,12 @@ void GradientReducer::finalize_locked() {
   counters_.finalize_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // Reset before anything can throw: the next step starts clean.
-  for (auto& bucket : buckets_) {
+  std::vector<bool> compressed(buckets_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
     bucket.pending = bucket.slots.size();
     bucket.launched = false;
+    compressed[b] = std::exchange(bucket.compressed, false);
   }
   next_launch_ = 0;
   in_step_ = false;
@@ -304,8 +332,9 @@ void GradientReducer::finalize_locked() {
 
   if (!used.is_cpu()) used = used.cpu();
   flags = used.data_ptr<int32_t>();
-  for (auto& bucket : buckets_) {
-    if (distributed && !bucket.wire.is_same(bucket.flat)) bucket.flat.copy_(bucket.wire);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    if (distributed && !compressed[b] && !bucket.wire.is_same(bucket.flat)) bucket.flat.copy_(bucket.wire);
   }
   const int world = group_.size();
   std::vector<std::size_t> missing;

@@ -28,6 +28,7 @@
 #include "accelerate/comm/work.hpp"
 #include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/training/distributed_model.hpp"
+#include "training/power_sgd.hpp"
 
 namespace accelerate {
 class ProcessGroup;
@@ -41,6 +42,7 @@ struct GradientReducerConfig {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   std::optional<c10::ScalarType> wire_dtype;  ///< compression type, if any
+  std::optional<PowerSgdOptions> power_sgd;   ///< low-rank compression of the buckets, if any
   bool progress_in_hooks = true;
   bool finalize_at_backward_end = true;
 };
@@ -87,6 +89,7 @@ class GradientReducer {
     std::size_t pending = 0;
     std::unique_ptr<Work> work;
     bool launched = false;
+    bool compressed = false;  // this step's reduction runs through the PowerSGD compressor
     GradientBucketCounters counters;
   };
 
@@ -111,6 +114,7 @@ class GradientReducer {
   std::thread::id owner_;
   struct Hooks;  // the gradient accumulators (kept alive) and our hooks on them
   std::unique_ptr<Hooks> hooks_;
+  std::unique_ptr<PowerSgdCompressor> compressor_;  // with PowerSGD on more than one rank
 
   mutable std::mutex mutex_;
   bool sync_enabled_ = true;

@@ -6,3 +6,9 @@ if(TARGET accelerate_train_job AND ACCELERATE_HAVE_HDF5)
   set_tests_properties(train_job PROPERTIES PROCESSORS 4 TIMEOUT 600 LABELS "integration;training"
     ENVIRONMENT ACCELERATE_EXPECT_TENSORBOARD=${ACCELERATE_HAVE_TENSORBOARD})
 endif()
+# The porting guide's job (docs/porting.md): the C++ side of an Accelerate script.
+if(TARGET porting AND ACCELERATE_HAVE_HDF5)
+  add_test(NAME porting_job
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/porting_job_test.sh $<TARGET_FILE:porting> ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS})
+  set_tests_properties(porting_job PROPERTIES PROCESSORS 4 TIMEOUT 600 LABELS "integration;training")
+endif()

@@ -477,11 +477,8 @@ TEST(DataLoaderShard, ConfigErrors) {
   expect_config_error([&] { DataLoaderShard loader(IndexDataset(4), state, {.batch_size = -2}); },
                       "the batch size is -2");
   expect_config_error([&] { DataLoaderShard loader(IndexDataset(4), state, {.num_workers = -1}); }, "num_workers");
-  expect_config_error(
-      [&] {
-        DataLoaderShard loader(IndexDataset(4), state, {.num_workers = 2, .prefetch_factor = 0});
-      },
-      "prefetch_factor");
+  expect_config_error([&] { DataLoaderShard loader(IndexDataset(4), state, {.num_workers = 2, .prefetch_factor = 0}); },
+                      "prefetch_factor");
   DataLoaderConfiguration dispatch;
   dispatch.dispatch_batches = true;
   expect_config_error([&] { DataLoaderShard loader(IndexDataset(4), state, {}, dispatch); }, "dispatch_batches");
@@ -492,8 +489,7 @@ TEST(DataLoaderShard, ConfigErrors) {
   DataLoaderShard unshuffled(IndexDataset(4), state, {}, torch_sampler);  // fine without shuffle
   expect_config_error(
       [&] {
-        DataLoaderShard loader(IndexDataset(4), accelerate::DataLoaderPlacement{.num_processes = 2},
-                               {.shuffle = true});
+        DataLoaderShard loader(IndexDataset(4), accelerate::DataLoaderPlacement{.num_processes = 2}, {.shuffle = true});
       },
       "data_seed");
   // A resume with another global batch size mid-epoch names the remedy.
@@ -514,13 +510,12 @@ TEST(DataLoaderShard, PlacementWithoutStateMatchesTheStateLoader) {
   DataLoaderConfiguration config;
   config.data_seed = 8;
   DataLoaderShard with_state(IndexDataset(17), state, {.batch_size = 2, .shuffle = true}, config);
-  DataLoaderShard with_placement(
-      IndexDataset(17),
-      accelerate::DataLoaderPlacement{state.num_processes(), state.process_index(), state.device()},
-      {.batch_size = 2, .shuffle = true}, config);
+  DataLoaderShard with_placement(IndexDataset(17),
+                                 accelerate::DataLoaderPlacement{state.num_processes(), state.process_index(),
+                                                                 state.device()},
+                                 {.batch_size = 2, .shuffle = true}, config);
   EXPECT_EQ(run_pass(with_state).batches, run_pass(with_placement).batches);
 }
-
 
 // Accelerate's iteration counter: a loop that re-enters the loader after a
 // complete pass gets the next epoch's order, not the same one again; an
@@ -558,6 +553,28 @@ TEST(DataLoaderShard, ReenteringAfterACompletePassMovesToTheNextEpoch) {
   resumed.load_state_dict(saved);
   EXPECT_TRUE(starts_with_order(stream_of(run_pass(resumed)), 2));
   EXPECT_TRUE(starts_with_order(stream_of(run_pass(loader)), 2));
+}
+
+// Nothing of an epoch is left once its last batch was handed out, so a state
+// saved then resumes at the next epoch with any global batch size (another
+// batch size or number of processes), with and without drop_last.
+TEST(DataLoaderShard, AStateSavedAtTheEndOfAnEpochResumesWithAnyBatchSize) {
+  const State state;
+  DataLoaderConfiguration config;
+  config.data_seed = 5;
+  const std::int64_t n = 24;
+  for (const bool drop_last : {false, true}) {
+    DataLoaderShard saver(IndexDataset(n), state, {.batch_size = 5, .shuffle = true, .drop_last = drop_last}, config);
+    run_pass(saver);
+    const auto saved = saver.state_dict();
+    DataLoaderShard resumed(IndexDataset(n), state, {.batch_size = 3, .shuffle = true, .drop_last = drop_last}, config);
+    resumed.load_state_dict(saved);
+    EXPECT_EQ(resumed.epoch(), 1) << "drop_last " << drop_last;
+    const Indices stream = global_stream(gather_batches(run_pass(resumed).batches));
+    const Indices order = epoch_order(n, true, 5, 1);
+    EXPECT_TRUE(std::equal(order.begin(), order.begin() + 3 * world_size(), stream.begin()))
+        << "drop_last " << drop_last << ": the resumed pass does not start epoch 1";
+  }
 }
 
 // docs/reproducibility.md: with set_seed(s) and no data_seed, the order is a

@@ -81,8 +81,9 @@ class DataLoader {
   /// size with the same global batch size (resume_point's rules); the saved
   /// seed replaces this loader's. The next pass continues the saved epoch
   /// with exactly the batches not yet handed out; a state saved after the
-  /// last batch of an epoch continues at the start of the next epoch. Throws
-  /// ConfigError as resume_point() does.
+  /// last batch of an epoch continues at the start of the next epoch, with
+  /// any global batch size (nothing of the old epoch is left to batch alike).
+  /// Throws ConfigError as resume_point() does.
   void load_state_dict(const LoaderState::Dict& dict);
   /// The next pass (only that one) starts after the first `num_batches`
   /// batches of its epoch, as if they had been handed out: the epoch the
@@ -116,6 +117,8 @@ class DataLoader {
   [[nodiscard]] virtual BatchSamplerShardOptions shard_options() const = 0;
   /// Global batches in one epoch; -1 when unknown (streams).
   [[nodiscard]] virtual std::int64_t batches_per_epoch() const noexcept { return -1; }
+  /// Whether a short last batch is dropped (the loader's drop_last).
+  [[nodiscard]] virtual bool drops_last_batch() const noexcept { return false; }
 
   /// For start_pass: the batch index the pass starts at (where a loaded
   /// state stopped, else 0); resets the position and end_of_dataloader.

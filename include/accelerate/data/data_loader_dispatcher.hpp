@@ -117,6 +117,7 @@ class DataLoaderDispatcher final : public DataLoader {
   DataLoaderDispatcher& operator=(DataLoaderDispatcher&&) = default;
   ~DataLoaderDispatcher() override = default;
 
+  [[nodiscard]] bool drops_last_batch() const noexcept override { return options_.drop_last; }
   /// Real samples in the last global batch modulo total_batch_size() (0: it
   /// was full); -1 with drop_last. For a stream it is known once the last
   /// batch has been received, and -1 before.

@@ -92,6 +92,7 @@ class DataLoaderShard final : public DataLoader {
   DataLoaderShard& operator=(DataLoaderShard&&) = default;
   ~DataLoaderShard() override = default;
 
+  [[nodiscard]] bool drops_last_batch() const noexcept override { return options_.drop_last; }
   /// Real samples in the last global batch, for gather_for_metrics:
   /// total_dataset_length() % total_batch_size() (0: the last batch is full);
   /// -1 with drop_last, as in Accelerate.

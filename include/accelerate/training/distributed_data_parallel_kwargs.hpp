@@ -12,12 +12,13 @@
 
 namespace accelerate {
 
-/// Accelerate's DDPCommunicationHookType, limited to what the reducer
-/// implements: gradient compression to a 16-bit type for the wire.
+/// Accelerate's DDPCommunicationHookType (PyTorch's built-in DDP hooks).
 enum class DDPCommunicationHookType {
-  NO,    ///< all-reduce the gradients in their own dtype
-  FP16,  ///< cast each bucket to float16, all-reduce, cast back
-  BF16,  ///< cast each bucket to bfloat16, all-reduce, cast back
+  NO,                 ///< all-reduce the gradients in their own dtype
+  FP16,               ///< cast each bucket to float16, all-reduce, cast back
+  BF16,               ///< cast each bucket to bfloat16, all-reduce, cast back
+  POWER_SGD,          ///< low-rank compression of each gradient matrix (comm_state_option)
+  BATCHED_POWER_SGD,  ///< low-rank compression of each bucket as one square matrix
 };
 
 constexpr std::string_view to_string(DDPCommunicationHookType type) {
@@ -25,6 +26,8 @@ constexpr std::string_view to_string(DDPCommunicationHookType type) {
     case DDPCommunicationHookType::NO: return "no";
     case DDPCommunicationHookType::FP16: return "fp16";
     case DDPCommunicationHookType::BF16: return "bf16";
+    case DDPCommunicationHookType::POWER_SGD: return "power_sgd";
+    case DDPCommunicationHookType::BATCHED_POWER_SGD: return "batched_power_sgd";
   }
   return "?";
 }
@@ -54,12 +57,17 @@ struct DistributedDataParallelKwargs {
   bool static_graph = false;
   /// Gradient compression on the wire.
   DDPCommunicationHookType comm_hook = DDPCommunicationHookType::NO;
-  /// In Accelerate, compression wrapped around a stateful hook (PowerSGD).
-  /// Here there is no stateful hook: a wrapper alone compresses like
-  /// comm_hook; both set and different is a ConfigError.
+  /// FP16 or BF16 around a PowerSGD hook: its messages (P, Q and the
+  /// uncompressed vectors; whole buckets before start_powerSGD_iter) travel
+  /// in that type. Without PowerSGD a wrapper alone compresses like
+  /// comm_hook; FP16/BF16 hook and a different wrapper is a ConfigError.
   DDPCommunicationHookType comm_wrapper = DDPCommunicationHookType::NO;
-  /// Options of a stateful hook (PowerSGD's). None is implemented, so this
-  /// must stay empty (ConfigError otherwise).
+  /// PowerSGD's state options (PyTorch's PowerSGDState; values as text):
+  /// matrix_approximation_rank (1), start_powerSGD_iter (1000; synchronising
+  /// steps reduced exactly before compression starts), min_compression_rate
+  /// (2), use_error_feedback (true), warm_start (true),
+  /// orthogonalization_epsilon (0), random_seed (0). Unknown keys, bad
+  /// values, or options without a PowerSGD hook are a ConfigError.
   std::map<std::string, std::string> comm_state_option{};
 };
 
