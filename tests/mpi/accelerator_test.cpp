@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <new>
@@ -533,6 +534,96 @@ TEST_F(Accelerator, SetSeedTakesNamedOptions) {
   torch::manual_seed(42);
   EXPECT_TRUE(torch::equal(same, torch::randn({4})));
   EXPECT_THROW(acc::set_seed(42, {.device_specific = true}), acc::ConfigError);  // no State to take the rank from
+}
+
+// --- every training-step call through the Accelerator ---
+
+double total_norm(torch::nn::Module& module) {
+  double sum = 0;
+  for (const auto& p : module.parameters()) sum += p.grad().pow(2).sum().item<double>();
+  return std::sqrt(sum);
+}
+
+// Whether every rank holds rank 0's gradients.
+bool gradients_agree(acc::Accelerator& accelerator, torch::nn::Module& module) {
+  for (const auto& p : module.parameters()) {
+    const auto all = accelerator.gather(p.grad().detach().unsqueeze(0));
+    for (int64_t r = 1; r < all.size(0); ++r) {
+      if (!torch::equal(all[r], all[0])) return false;
+    }
+  }
+  return true;
+}
+
+TEST_F(Accelerator, ClipGradNormClipsTheAveragedGradientOnSynchronisingStepsOnly) {
+  RegressionDataset data(4 * world_size() * 2);
+  acc::Accelerator accelerator({.gradient_accumulation_steps = 2});
+  Net net = make_net();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer, loader] = accelerator.prepare(net, sgd, acc::data_loader(data, {.batch_size = 4}));
+  const double max_norm = 1e-3;
+  int micro_step = 0;
+  for (const auto& batch : *loader) {
+    auto scope = accelerator.accumulate(*model);
+    accelerator.backward(torch::mse_loss(model(batch.data), batch.target));
+    const double before = total_norm(*net);
+    const auto norm = accelerator.clip_grad_norm_(net->parameters(), max_norm);
+    if (micro_step++ == 0) {
+      EXPECT_FALSE(norm.has_value()) << "clipped a partial accumulation";
+      EXPECT_DOUBLE_EQ(total_norm(*net), before);
+    } else {
+      ASSERT_TRUE(norm.has_value());
+      EXPECT_NEAR(*norm, before, 1e-6 * before) << "not the norm of the averaged gradients";
+      EXPECT_NEAR(total_norm(*net), max_norm, 1e-6) << "the gradients were not scaled to max_norm";
+      EXPECT_TRUE(gradients_agree(accelerator, *net));
+    }
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  EXPECT_EQ(micro_step, 2);
+}
+
+TEST_F(Accelerator, ClipGradValueClampsEveryAveragedGradient) {
+  RegressionDataset data(4 * world_size());
+  acc::Accelerator accelerator;
+  Net net = make_net();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer, loader] = accelerator.prepare(net, sgd, acc::data_loader(data, {.batch_size = 4}));
+  for (const auto& batch : *loader) {
+    accelerator.backward(torch::mse_loss(model(batch.data), batch.target));
+    double largest = 0;
+    for (const auto& p : net->parameters()) largest = std::max(largest, p.grad().abs().max().item<double>());
+    const double clip = largest / 4;
+    accelerator.clip_grad_value_(net->parameters(), clip);
+    double after = 0;
+    for (const auto& p : net->parameters()) after = std::max(after, p.grad().abs().max().item<double>());
+    EXPECT_DOUBLE_EQ(after, clip);
+    EXPECT_TRUE(gradients_agree(accelerator, *net));
+  }
+}
+
+// sync_each_batch: gradients are all-reduced on every micro-step (less memory
+// held locally), while sync_gradients and the optimizer steps keep the plugin's rhythm.
+TEST_F(Accelerator, SyncEachBatchCommunicatesOnEveryMicroStep) {
+  RegressionDataset data(4 * world_size() * 4);
+  acc::Accelerator accelerator(
+      {.gradient_accumulation_plugin = acc::GradientAccumulationPlugin{.num_steps = 2, .sync_each_batch = true}});
+  Net net = make_net();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer, loader] = accelerator.prepare(net, sgd, acc::data_loader(data, {.batch_size = 4}));
+  std::vector<bool> syncs;
+  for (const auto& batch : *loader) {
+    const auto before = model->counters().all_reduces;
+    auto scope = accelerator.accumulate(*model);
+    syncs.push_back(accelerator.sync_gradients());
+    accelerator.backward(torch::mse_loss(model(batch.data), batch.target));
+    EXPECT_GT(model->counters().all_reduces, before) << "micro-step " << syncs.size() << " did not communicate";
+    EXPECT_TRUE(gradients_agree(accelerator, *net));
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  EXPECT_EQ(syncs, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(accelerator.step(), 2);
 }
 
 }  // namespace
