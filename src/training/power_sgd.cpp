@@ -4,8 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <system_error>
 #include <utility>
 
 #include "accelerate/comm/process_group.hpp"
@@ -27,27 +29,21 @@ bool parse_bool(const std::string& text, bool& value) {
 }
 
 bool parse_integer(const std::string& text, int64_t minimum, int64_t& value) {
-  try {
-    std::size_t used = 0;
-    const long long parsed = std::stoll(text, &used);
-    if (used != text.size() || parsed < minimum) return false;
-    value = parsed;
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
+  int64_t parsed = 0;
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(text.data(), last, parsed);
+  if (error != std::errc{} || end != last || parsed < minimum) return false;
+  value = parsed;
+  return true;
 }
 
 bool parse_real(const std::string& text, double& value) {
-  try {
-    std::size_t used = 0;
-    const double parsed = std::stod(text, &used);
-    if (used != text.size() || !(parsed >= 0) || !std::isfinite(parsed)) return false;
-    value = parsed;
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
+  double parsed = 0;
+  const char* last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(text.data(), last, parsed);
+  if (error != std::errc{} || end != last || !(parsed >= 0) || !std::isfinite(parsed)) return false;
+  value = parsed;
+  return true;
 }
 
 // Gram-Schmidt over the columns of p (n × r), in place. A zero column stays
