@@ -21,9 +21,9 @@ variant_args() {
     default) echo "--line-tables" ;;
     asan) echo "--sanitize --fast-build" ;;
     # local_mpirun_train: under MPICH's mpiexec the stopped job's exit code 75
-    # arrives as 0. --repeat until-pass:2: a failed test runs once more, for the
-    # intermittent checkpoint_load hang under srun; twice failed fails (both in
-    # docs/testing.md, "Known gaps").
+    # arrives as 0. --repeat until-pass:2: a failed test runs once more, for UCX
+    # aborting a survivor of a killed rank under srun; twice failed fails (both
+    # in docs/testing.md, "Known gaps").
     # lint (format and clang-tidy of the sources) runs in the default variant only:
     # the sources are the same in every variant.
     mpich) echo "--mpi=mpich --fast-build -- -E ^local_mpirun_train$ -LE ^lint$ --repeat until-pass:2" ;;

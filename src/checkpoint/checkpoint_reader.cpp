@@ -56,7 +56,7 @@ constexpr int kMaxReadThreads = 8;
 
 // Runs right after the reader's agreed open, so every rank is here.
 ReadPlan plan_reads(const ReaderOptions& options, const DeadlineComm& comm) {
-  const int host_size = comm.ranks_on_this_host();
+  const int host_size = comm.ranks_on_this_host("CheckpointReader (counting the ranks on each host)");
   const int size = comm.size();
   ReadPlan plan;
   switch (options.spread) {

@@ -1,5 +1,6 @@
 #include "detail/deadline_comm.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -136,12 +137,19 @@ void DeadlineComm::broadcast_spans(const std::vector<Span>& spans, int root, std
   complete(request, what);
 }
 
-int DeadlineComm::ranks_on_this_host() const {
-  UniqueComm host;
-  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, host.out()));
-  int host_size = 0;
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(host.get(), &host_size));
-  return host_size;
+int DeadlineComm::ranks_on_this_host(std::string_view what) const {
+  // Not MPI_Comm_split_type: it has no non-blocking form, so a rank that died
+  // before it left the others blocked in it for good. A gathered hash of the
+  // processor name runs under the deadline instead.
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  ACCELERATE_MPI_CHECK(MPI_Get_processor_name(name, &length));
+  std::uint64_t mine = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (int i = 0; i < length; ++i) {
+    mine = (mine ^ static_cast<unsigned char>(name[i])) * 0x100000001b3ULL;
+  }
+  const std::vector<std::uint64_t> hosts = all_gather(mine, what);
+  return static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
 }
 
 void DeadlineComm::complete(MPI_Request& request, std::string_view what) const {

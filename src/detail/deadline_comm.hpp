@@ -127,10 +127,9 @@ class DeadlineComm {
   };
   void broadcast_spans(const std::vector<Span>& spans, int root, std::string_view what) const;
 
-  /// How many ranks of this communicator share this rank's host. MPI has no
-  /// non-blocking split, so this blocks without a deadline: call it right
-  /// after a step that has one, so that every rank is known to be here.
-  [[nodiscard]] int ranks_on_this_host() const;
+  /// How many ranks of this communicator share this rank's host (the same
+  /// processor name), under the deadline like every call here.
+  [[nodiscard]] int ranks_on_this_host(std::string_view what) const;
 
   /// Completes a non-blocking collective the caller posted on this
   /// communicator (for the few calls above do not cover).

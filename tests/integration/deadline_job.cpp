@@ -15,6 +15,8 @@
 #include <accelerate/checkpoint/checkpoint_directory.hpp>
 #include <accelerate/checkpoint/checkpoint_reader.hpp>
 #include <accelerate/checkpoint/checkpoint_writer.hpp>
+
+#include "detail/deadline_comm.hpp"
 #endif
 
 #include <chrono>
@@ -75,6 +77,12 @@ std::map<std::string, Operation> operations() {
   ops["checkpoint_reader"] = plain([dir](const State& state) {
     accelerate::checkpoint::CheckpointReader reader(
         {.comm = state.world_comm(), .file = dir / "state.h5", .timeout = kTimeout});
+  });
+  // The reader's count of ranks per host, the step after its agreed open: a
+  // rank that dies between the two must not leave the others blocked.
+  ops["checkpoint_host_count"] = plain([](const State& state) {
+    (void)accelerate::detail::DeadlineComm(state.world_comm(), kTimeout)
+        .ranks_on_this_host("CheckpointReader (counting the ranks on each host)");
   });
   ops["checkpoint_commit"] = plain([dir](const State& state) {
     accelerate::checkpoint::StagedCheckpoint staged(
