@@ -6,6 +6,7 @@
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "accelerate/format.hpp"
 #include "detail/mpi_runtime.hpp"
 
 namespace accelerate {
@@ -53,6 +54,20 @@ ProcessSlice slice_for_process(std::size_t length, int count, int index) {
   slice.padded_size = base + (extras > 0 ? 1 : 0);
   return slice;
 }
+
+namespace detail {
+
+void check_split_lengths(const std::vector<std::pair<std::string_view, std::size_t>>& lengths) {
+  for (const auto& [key, length] : lengths) {
+    if (length == lengths.front().second) continue;
+    throw ConfigError(accelerate::format(
+        "{} split_between_processes: every value of the map must have the same length, but '{}' has {} items and "
+        "'{}' has {}. Split the values one by one, or make them the same length.",
+        where(), lengths.front().first, lengths.front().second, key, length));
+  }
+}
+
+}  // namespace detail
 
 void abort_all(std::string_view message, int exit_code) noexcept {
   try {

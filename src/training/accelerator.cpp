@@ -17,6 +17,7 @@
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/logging.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
+#include "accelerate/runtime/split_tensor.hpp"
 #include "detail/profile_range.hpp"
 
 namespace accelerate {
@@ -297,6 +298,15 @@ c10::IValue Accelerator::gather_for_metrics_ivalue(const c10::IValue& data, bool
         std::vector<c10::IValue>(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(kept)));
   }
   return slice_tensors(gathered, 0, remainder);
+}
+
+at::Tensor Accelerator::split_between_processes(const at::Tensor& inputs, bool apply_padding) const {
+  return accelerate::split_between_processes(*state_, inputs, apply_padding);
+}
+
+std::map<std::string, at::Tensor> Accelerator::split_between_processes(const std::map<std::string, at::Tensor>& inputs,
+                                                                       bool apply_padding) const {
+  return accelerate::split_between_processes(*state_, inputs, apply_padding);
 }
 
 bool Accelerator::check_trigger() {

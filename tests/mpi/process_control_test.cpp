@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -156,7 +158,7 @@ TEST(SplitBetweenProcesses, SliceArithmeticMatchesAccelerate) {
     EXPECT_EQ(slice.padded_size, 3U);
   }
   EXPECT_EQ(slice_for_process(3, 4, 3).begin, slice_for_process(3, 4, 3).end);  // empty slice
-  EXPECT_EQ(slice_for_process(8, 4, 1).padded_size, 2U);                       // even: no padding
+  EXPECT_EQ(slice_for_process(8, 4, 1).padded_size, 2U);                        // even: no padding
 }
 
 TEST(SplitBetweenProcesses, VectorsCoverEverythingOnce) {
@@ -193,7 +195,8 @@ TEST(SplitBetweenProcesses, TensorsSplitAlongTheFirstDimension) {
   const auto slice = accelerate::slice_for_process(5, state.num_processes(), state.process_index());
   ASSERT_EQ(mine.size(0), static_cast<int64_t>(slice.end - slice.begin));
   if (mine.numel() > 0) {
-    EXPECT_TRUE(torch::equal(mine, inputs.slice(0, static_cast<int64_t>(slice.begin), static_cast<int64_t>(slice.end))));
+    EXPECT_TRUE(
+        torch::equal(mine, inputs.slice(0, static_cast<int64_t>(slice.begin), static_cast<int64_t>(slice.end))));
     EXPECT_EQ(mine.data_ptr(), inputs[static_cast<int64_t>(slice.begin)].data_ptr());  // a view, not a copy
   }
   const auto padded = accelerate::split_between_processes(state, inputs, true);
@@ -202,6 +205,62 @@ TEST(SplitBetweenProcesses, TensorsSplitAlongTheFirstDimension) {
   const int64_t last = slice.end > slice.begin ? static_cast<int64_t>(slice.end) - 1 : 4;
   EXPECT_TRUE(torch::equal(padded[padded.size(0) - 1], inputs[last]));
   EXPECT_THROW(accelerate::split_between_processes(state, torch::tensor(3)), accelerate::ConfigError);
+}
+
+TEST(SplitBetweenProcesses, ShortInputsGiveProcessesPastTheEndTheLastItem) {
+  // Accelerate's output for fewer items than processes: process i < length
+  // gets item i, every later process the last item, padded or not.
+  const accelerate::State state;
+  const int n = state.num_processes();
+  const int rank = state.process_index();
+  std::vector<int> inputs(static_cast<std::size_t>(std::max(n - 1, 1)));
+  std::iota(inputs.begin(), inputs.end(), 10);
+  const int expected = rank < static_cast<int>(inputs.size()) ? 10 + rank : inputs.back();
+  for (const bool padding : {false, true}) {
+    EXPECT_EQ(accelerate::split_between_processes(state, inputs, padding), std::vector<int>{expected});
+    const auto rows = accelerate::split_between_processes(
+        state, torch::tensor(std::vector<int64_t>(inputs.begin(), inputs.end())).unsqueeze(1), padding);
+    ASSERT_EQ(rows.size(0), 1);
+    EXPECT_EQ(rows[0][0].item<int64_t>(), expected);
+  }
+  EXPECT_TRUE(accelerate::split_between_processes(state, std::vector<int>{}, true).empty());
+  EXPECT_EQ(accelerate::split_between_processes(state, torch::zeros({0, 3})).size(0), 0);
+}
+
+TEST(SplitBetweenProcesses, MapsSplitEveryValueAlike) {
+  const accelerate::State state;
+  std::vector<int> a(7);
+  std::iota(a.begin(), a.end(), 0);
+  std::vector<int> b(7);
+  std::iota(b.begin(), b.end(), 100);
+  for (const bool padding : {false, true}) {
+    const auto mine =
+        accelerate::split_between_processes(state, std::map<std::string, std::vector<int>>{{"a", a}, {"b", b}},
+                                            padding);
+    ASSERT_EQ(mine.size(), 2U);
+    EXPECT_EQ(mine.at("a"), accelerate::split_between_processes(state, a, padding));
+    EXPECT_EQ(mine.at("b"), accelerate::split_between_processes(state, b, padding));
+    const auto tensors = accelerate::split_between_processes(
+        state,
+        std::map<std::string, torch::Tensor>{{"x", torch::arange(7)}, {"y", torch::arange(7).reshape({7, 1}) + 100}},
+        padding);
+    ASSERT_EQ(tensors.at("x").size(0), static_cast<int64_t>(mine.at("a").size()));
+    for (std::size_t i = 0; i < mine.at("a").size(); ++i) {
+      EXPECT_EQ(tensors.at("x")[static_cast<int64_t>(i)].item<int64_t>(), mine.at("a")[i]);
+      EXPECT_EQ(tensors.at("y")[static_cast<int64_t>(i)][0].item<int64_t>(), mine.at("b")[i]);
+    }
+  }
+  try {
+    (void)accelerate::split_between_processes(
+        state, std::map<std::string, std::vector<int>>{{"a", a}, {"short", std::vector<int>{1, 2}}});
+    ADD_FAILURE() << "values of different lengths were split";
+  } catch (const accelerate::ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("'a' has 7 items and 'short' has 2"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW((void)accelerate::split_between_processes(state,
+                                                         std::map<std::string, torch::Tensor>{{"x", torch::arange(3)},
+                                                                                              {"y", torch::arange(4)}}),
+               accelerate::ConfigError);
 }
 
 TEST(Logger, MainProcessOnlyByDefault) {
@@ -269,7 +328,7 @@ TEST(Barrier, MissingRankBecomesATimeoutNotAHang) {
     }
     EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // everyone has timed out
+  MPI_Barrier(MPI_COMM_WORLD);                             // everyone has timed out
   if (state.is_main_process()) state.wait_for_everyone();  // completes the others' pending barrier
   MPI_Barrier(MPI_COMM_WORLD);  // MPI progress in here lets the others' abandoned barrier finish
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -90,19 +92,48 @@ struct ProcessSlice {
 
 ProcessSlice slice_for_process(std::size_t length, int count, int index);
 
-/// This process's share of `inputs`. With `apply_padding`, every process
-/// gets the same number of items: short slices repeat their last item (or,
-/// when empty, the last item of `inputs`), so collectives over the results
-/// line up. Use gather_for_metrics-style truncation to drop the padding.
+/// This process's share of `inputs`, as Accelerate's split_between_processes:
+/// a process past the end of short inputs (fewer items than processes) gets
+/// the last item. With `apply_padding`, every process gets the same number of
+/// items: short slices repeat their last item, so collectives over the
+/// results line up. Use gather_for_metrics-style truncation to drop the
+/// padding.
 template <typename T>
 std::vector<T> split_between_processes(const State& state, const std::vector<T>& inputs, bool apply_padding = false) {
+  if (inputs.empty()) return {};
   const ProcessSlice slice = slice_for_process(inputs.size(), state.num_processes(), state.process_index());
-  std::vector<T> result(inputs.begin() + static_cast<std::ptrdiff_t>(slice.begin),
-                        inputs.begin() + static_cast<std::ptrdiff_t>(slice.end));
-  if (apply_padding && !inputs.empty()) {
-    const T filler = result.empty() ? inputs.back() : result.back();
+  std::vector<T> result;
+  if (slice.begin >= inputs.size()) {
+    result.push_back(inputs.back());
+  } else {
+    result.assign(inputs.begin() + static_cast<std::ptrdiff_t>(slice.begin),
+                  inputs.begin() + static_cast<std::ptrdiff_t>(slice.end));
+  }
+  if (apply_padding) {
+    const T filler = result.back();
     result.resize(slice.padded_size, filler);
   }
+  return result;
+}
+
+namespace detail {
+/// Throws ConfigError unless every value of a split map has the first
+/// value's length; `lengths` holds each key and its value's length.
+void check_split_lengths(const std::vector<std::pair<std::string_view, std::size_t>>& lengths);
+}  // namespace detail
+
+/// Every value of `inputs` split as above, with the same slice for each, so
+/// the values stay aligned (Accelerate's split of a dict). Every value must
+/// have the same length: ConfigError naming the keys otherwise.
+template <typename T>
+std::map<std::string, std::vector<T>> split_between_processes(const State& state,
+                                                              const std::map<std::string, std::vector<T>>& inputs,
+                                                              bool apply_padding = false) {
+  std::vector<std::pair<std::string_view, std::size_t>> lengths;
+  for (const auto& [key, value] : inputs) lengths.emplace_back(key, value.size());
+  detail::check_split_lengths(lengths);
+  std::map<std::string, std::vector<T>> result;
+  for (const auto& [key, value] : inputs) result.emplace(key, split_between_processes(state, value, apply_padding));
   return result;
 }
 

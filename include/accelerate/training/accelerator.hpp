@@ -275,10 +275,20 @@ class Accelerator {
   T pad_across_processes(const T& data, std::int64_t dim = 0, const at::Scalar& pad_index = 0, bool pad_first = false) {
     return accelerate::pad_across_processes(*world_, data, dim, pad_index, pad_first);
   }
+  /// This process's share of a vector, a tensor's rows, or every value of a
+  /// map (the same share of each); see runtime/process_control.hpp.
   template <class T>
   std::vector<T> split_between_processes(const std::vector<T>& inputs, bool apply_padding = false) const {
     return accelerate::split_between_processes(*state_, inputs, apply_padding);
   }
+  template <class T>
+  std::map<std::string, std::vector<T>> split_between_processes(const std::map<std::string, std::vector<T>>& inputs,
+                                                                bool apply_padding = false) const {
+    return accelerate::split_between_processes(*state_, inputs, apply_padding);
+  }
+  [[nodiscard]] at::Tensor split_between_processes(const at::Tensor& inputs, bool apply_padding = false) const;
+  [[nodiscard]] std::map<std::string, at::Tensor> split_between_processes(
+      const std::map<std::string, at::Tensor>& inputs, bool apply_padding = false) const;
 
   /// Raises this rank's flag; check_trigger() on every rank then sees it.
   void set_trigger() noexcept { trigger_ = true; }
