@@ -64,19 +64,25 @@ external() {  # <spack package> <spec suffix> <prefix>
     "$1" "$2" "$3"
 }
 
-mkdir -p "$env_dir"
+# `spack develop` builds inside the source tree (build-<arch>-<hash>/): build a
+# copy of the checkout, its build folders and git data left out, not the checkout.
+source_copy=$work/source
+rm -rf "$source_copy"
+mkdir -p "$source_copy" "$env_dir"
+tar -C "$source_dir" --exclude-vcs --exclude='./build*' --exclude='./.cache' -cf - . | tar -C "$source_copy" -xf -
+
 {
   cat <<EOF
 spack:
   specs:
   - accelerate-hpc@main +hdf5 +hwloc +isal +tensorboard ~cuda ~nccl ~kokkos
   repos:
-    accelerate: $source_dir/spack
+    accelerate: $source_copy/spack
     builtin: $builtin_repo
   develop:
     accelerate-hpc:
       spec: accelerate-hpc@=main
-      path: $source_dir
+      path: $source_copy
   config:
     install_tree:
       root: $work/opt
