@@ -6,6 +6,7 @@
 #include <set>
 
 #include "accelerate/error.hpp"
+#include "detail/fnv1a.hpp"
 
 namespace accelerate {
 namespace {
@@ -231,11 +232,8 @@ Inventory take_inventory(const c10::IValue& data, const Fingerprint& fingerprint
 }
 
 uint64_t fnv1a(const std::vector<std::string>& entries) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (const auto& entry : entries) {
-    for (const char c : entry) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    hash = (hash ^ 0x0aU) * 1099511628211ULL;
-  }
+  uint64_t hash = detail::kFnv1aBasis;
+  for (const auto& entry : entries) hash = detail::fnv1a("\n", detail::fnv1a(entry, hash));
   return hash;
 }
 

@@ -6,6 +6,7 @@
 
 #include "accelerate/error.hpp"
 #include "detail/arrival_board.hpp"
+#include "detail/fnv1a.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
 #include "detail/unique_comm.hpp"
@@ -144,10 +145,7 @@ int DeadlineComm::ranks_on_this_host(std::string_view what) const {
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   ACCELERATE_MPI_CHECK(MPI_Get_processor_name(name, &length));
-  std::uint64_t mine = 0xcbf29ce484222325ULL;  // FNV-1a
-  for (int i = 0; i < length; ++i) {
-    mine = (mine ^ static_cast<unsigned char>(name[i])) * 0x100000001b3ULL;
-  }
+  const std::uint64_t mine = fnv1a(std::string_view(name, static_cast<std::size_t>(length)));
   const std::vector<std::uint64_t> hosts = all_gather(mine, what);
   return static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
 }

@@ -5,6 +5,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "detail/fnv1a.hpp"
 
 namespace accelerate {
 
@@ -32,11 +33,7 @@ std::string job_identity() {
 }  // namespace
 
 std::uint64_t job_seed_of(const char* identity) noexcept {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
-  for (const char* c = identity; *c != '\0'; ++c) {
-    hash ^= static_cast<unsigned char>(*c);
-    hash *= 0x100000001b3ULL;  // FNV prime
-  }
+  std::uint64_t hash = detail::fnv1a(identity);
   // SplitMix64's finaliser spreads FNV's weak high bits over the word.
   hash += 0x9E3779B97F4A7C15ULL;
   hash = (hash ^ (hash >> 30)) * 0xBF58476D1CE4E5B9ULL;
