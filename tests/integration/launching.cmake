@@ -8,7 +8,8 @@ if(TARGET accelerate_train_job)
   add_test(NAME slurm_train
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm_train_test.sh $<TARGET_FILE:accelerate_train_job> ${_srun_plugin}
             ${PROJECT_SOURCE_DIR}/jobs/slurm/train.sbatch)
-  # Most of its three minutes is Slurm's requeue delay: it holds one slot and
+  # The longest launching test (its requeued run waits for the old run's
+  # credentials to expire, cred_expire in slurm_up.sh): it holds one slot and
   # starts first (COST), so the rest of the suite runs beside it.
   set_tests_properties(slurm_train PROPERTIES
     PROCESSORS 1 COST 10000 TIMEOUT 900 LABELS "integration;slow;launching" RESOURCE_LOCK slurm

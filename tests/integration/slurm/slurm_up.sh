@@ -154,6 +154,10 @@ SlurmdTimeout=30
 InactiveLimit=0
 MinJobAge=30
 KillWait=5
+# A requeued job may start again once the credentials of its last run have
+# expired: BeginTime = requeue time + cred_expire + 1 (Slurm's default 120 s).
+# The test jobs need a few seconds to launch their steps, not two minutes.
+AuthInfo=cred_expire=10
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
