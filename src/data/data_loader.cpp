@@ -7,11 +7,18 @@
 #include "accelerate/data/rng_synchronizer.hpp"
 #include "accelerate/data/skip.hpp"
 #include "accelerate/runtime/state.hpp"
-#include "detail/profile_range.hpp"
 
 namespace accelerate {
 
-DataLoader::iterator DataLoader::begin() {
+namespace detail {
+
+NextBatchRange::NextBatchRange() : range_(at::RecordScope::USER_SCOPE) {
+  if (range_.isActive()) range_.before("accelerate::data_loader_next");
+}
+
+}  // namespace detail
+
+void DataLoaderBase::open_pass() {
   state_watch_.check("DataLoader::begin");
   // Accelerate's iteration counter: a loop that re-enters the loader after a
   // complete pass, without set_epoch, gets the next epoch's order rather than
@@ -23,14 +30,10 @@ DataLoader::iterator DataLoader::begin() {
   if (rng_synchronizer_) rng_synchronizer_->synchronize();
   in_pass_ = true;
   if (listener_ != nullptr) listener_->pass_started(*this);
-  const Batch* first = start_pass();
-  // An empty pass finishes at once (finish_pass told the listener); a pass
-  // of this loader that was abandoned by the loop restarts here.
-  return iterator(this, first);
 }
 
-void DataLoader::attach_state(const State* state, const std::vector<std::string>& rng_types,
-                              std::string_view component) {
+void DataLoaderBase::attach_state(const State* state, const std::vector<std::string>& rng_types,
+                                  std::string_view component) {
   if (state != nullptr) state_watch_ = state->lifetime().watch();
   if (rng_types.empty()) return;
   if (state == nullptr) {
@@ -42,13 +45,9 @@ void DataLoader::attach_state(const State* state, const std::vector<std::string>
   rng_synchronizer_ = std::make_shared<detail::RngSynchronizer>(*state, rng_types, component);
 }
 
-const DataLoader::Batch* DataLoader::advance() {
-  state_watch_.check("DataLoader (next batch)");
-  ACCELERATE_PROFILE_RANGE("accelerate::data_loader_next");
-  return next_batch();
-}
+void DataLoaderBase::check_next() const { state_watch_.check("DataLoader (next batch)"); }
 
-void DataLoader::set_epoch(std::int64_t epoch) {
+void DataLoaderBase::set_epoch(std::int64_t epoch) {
   if (epoch < 0) {
     detail::loader_error("DataLoader::set_epoch",
                          "the epoch is " + std::to_string(epoch) + ", but epochs count from 0.");
@@ -61,7 +60,7 @@ void DataLoader::set_epoch(std::int64_t epoch) {
   end_of_dataloader_ = false;
 }
 
-void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
+void DataLoaderBase::load_state_dict(const LoaderState::Dict& dict) {
   const LoaderState saved = LoaderState::from_state_dict(dict);
   // Saved once its epoch was over (at the end of an epoch, or an evaluation
   // loader): its next pass is a whole new epoch, at any global batch size or
@@ -92,7 +91,7 @@ void DataLoader::load_state_dict(const LoaderState::Dict& dict) {
   end_of_dataloader_ = false;
 }
 
-void DataLoader::skip_first_batches(std::int64_t num_batches) {
+void DataLoaderBase::skip_first_batches(std::int64_t num_batches) {
   detail::check_skip_count("DataLoader::skip_first_batches", num_batches);
   drop_pass();
   if (epoch_completed_) {
@@ -105,7 +104,7 @@ void DataLoader::skip_first_batches(std::int64_t num_batches) {
   end_of_dataloader_ = false;
 }
 
-std::int64_t DataLoader::begin_position() {
+std::int64_t DataLoaderBase::begin_position() {
   const std::int64_t start = resume_pending_ ? position_.batches_consumed() : 0;
   resume_pending_ = false;
   position_.samples_consumed = start * total_batch_size();
@@ -113,7 +112,7 @@ std::int64_t DataLoader::begin_position() {
   return start;
 }
 
-void DataLoader::hand_out(std::int64_t index, bool last, std::int64_t epoch_batches) {
+void DataLoaderBase::hand_out(std::int64_t index, bool last, std::int64_t epoch_batches) {
   end_of_dataloader_ = last;
   // A rank with one batch fewer (even_batches = false) reaches its end a
   // round early: the epoch is then complete as far as it is concerned.
@@ -121,7 +120,7 @@ void DataLoader::hand_out(std::int64_t index, bool last, std::int64_t epoch_batc
   position_.samples_consumed = done * total_batch_size();
 }
 
-void DataLoader::finish_pass(std::int64_t handed_out) {
+void DataLoaderBase::finish_pass(std::int64_t handed_out) {
   position_.samples_consumed = handed_out * total_batch_size();
   end_of_dataloader_ = true;
   if (in_pass_) {

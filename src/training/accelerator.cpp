@@ -209,11 +209,10 @@ std::shared_ptr<AcceleratedScheduler> Accelerator::prepare_scheduler(std::functi
   return prepared;
 }
 
-std::shared_ptr<DataLoader> Accelerator::prepare(std::shared_ptr<DataLoader> loader) {
+void Accelerator::register_loader(std::shared_ptr<DataLoaderBase> loader) {
   if (!loader) throw ConfigError("Accelerator::prepare: the data loader pointer is null.");
   loader->set_pass_listener(&gradient_state_);
-  dataloaders_.push_back(loader);
-  return loader;
+  dataloaders_.push_back(std::move(loader));
 }
 
 Accelerator::AccumulateScope Accelerator::accumulate() {

@@ -29,29 +29,29 @@ void GradientState::begin_micro_step() {
   if (sync_gradients_) micro_step_ = 0;
 }
 
-const DataLoader* GradientState::active_dataloader() const noexcept {
+const DataLoaderBase* GradientState::active_dataloader() const noexcept {
   return active_.empty() ? nullptr : active_.back();
 }
 
 bool GradientState::end_of_dataloader() const noexcept {
-  const DataLoader* loader = active_dataloader();
+  const DataLoaderBase* loader = active_dataloader();
   return loader != nullptr && loader->end_of_dataloader();
 }
 
 std::int64_t GradientState::remainder() const noexcept {
-  const DataLoader* loader = active_dataloader();
+  const DataLoaderBase* loader = active_dataloader();
   return loader == nullptr ? -1 : loader->remainder();
 }
 
-void GradientState::forget(const DataLoader& loader) noexcept {
+void GradientState::forget(const DataLoaderBase& loader) noexcept {
   active_.erase(std::remove(active_.begin(), active_.end(), &loader), active_.end());
 }
 
-void GradientState::pass_started(const DataLoader& loader) {
+void GradientState::pass_started(const DataLoaderBase& loader) {
   forget(loader);  // a pass the loop abandoned (break) restarts
   active_.push_back(&loader);
 }
 
-void GradientState::pass_finished(const DataLoader& loader) { forget(loader); }
+void GradientState::pass_finished(const DataLoaderBase& loader) { forget(loader); }
 
 }  // namespace accelerate

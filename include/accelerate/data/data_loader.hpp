@@ -1,14 +1,18 @@
-// DataLoader: what every prepared loader offers the training loop, whatever
-// reads the data (DataLoaderShard: each process its own batches;
-// DataLoaderDispatcher: the main process, scattering slices;
-// StreamDataLoaderShard: each process its slice of a stream). The
-// Accelerator and the checkpoints hold loaders through this interface.
+// What every prepared loader offers the training loop, whatever reads the
+// data (DataLoaderShard: each process its own batches; DataLoaderDispatcher:
+// the main process, scattering slices; StreamDataLoaderShard: each process
+// its slice of a stream). Two layers: DataLoaderBase is everything that does
+// not depend on the batch type (epochs, resume position, end_of_dataloader),
+// through which the Accelerator and the checkpoints hold loaders;
+// BasicDataLoader<Batch> adds iteration over batches of one type.
+// DataLoader is the loader of torch::data::Example<> batches.
 //
 //   for (const torch::data::Example<>& batch : loader) { ... }
 //
 // One pass at a time: begin() abandons the previous pass and its iterators.
 #pragma once
 
+#include <ATen/record_function.h>
 #include <torch/data/example.h>
 
 #include <cstddef>
@@ -26,35 +30,40 @@
 namespace accelerate {
 
 class State;
-class DataLoader;
+class DataLoaderBase;
 namespace detail {
 class RngSynchronizer;
-}
+
+/// The span of one next-batch call in profiler traces
+/// ("accelerate::data_loader_next"); records nothing when no profiler runs.
+class NextBatchRange {
+ public:
+  NextBatchRange();
+  NextBatchRange(const NextBatchRange&) = delete;
+  NextBatchRange& operator=(const NextBatchRange&) = delete;
+  ~NextBatchRange() = default;
+
+ private:
+  at::RecordFunction range_;
+};
+}  // namespace detail
 
 /// Told when a loader starts and finishes a pass (the Accelerator's
 /// GradientState uses it to know which loader the loop is iterating, as
 /// Accelerate's loaders register themselves with GradientState).
 class PassListener {
  public:
-  virtual void pass_started(const DataLoader& loader) = 0;
-  virtual void pass_finished(const DataLoader& loader) = 0;
+  virtual void pass_started(const DataLoaderBase& loader) = 0;
+  virtual void pass_finished(const DataLoaderBase& loader) = 0;
 
  protected:
   ~PassListener() = default;
 };
 
-class DataLoader {
+/// The part of a loader that does not depend on its batch type.
+class DataLoaderBase {
  public:
-  using Batch = torch::data::Example<>;
-  class iterator;
-
-  virtual ~DataLoader() = default;
-
-  /// Starts a pass (collective for loaders that communicate, and with
-  /// rng_types, which are synchronised first) and makes its first batch current. The pass starts at batch 0 of the epoch, or, right
-  /// after load_state_dict, where the saved run stopped.
-  iterator begin();
-  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+  virtual ~DataLoaderBase() = default;
 
   /// Moves to `epoch` (changes a shuffled order). Without set_epoch, the
   /// epoch advances by one when begin() follows a complete pass (Accelerate's
@@ -101,16 +110,17 @@ class DataLoader {
   void set_pass_listener(PassListener* listener) noexcept { listener_ = listener; }
 
  protected:
-  DataLoader() = default;
-  DataLoader(const DataLoader&) = default;
-  DataLoader& operator=(const DataLoader&) = default;
-  DataLoader(DataLoader&&) = default;
-  DataLoader& operator=(DataLoader&&) = default;
+  DataLoaderBase() = default;
+  DataLoaderBase(const DataLoaderBase&) = default;
+  DataLoaderBase& operator=(const DataLoaderBase&) = default;
+  DataLoaderBase(DataLoaderBase&&) = default;
+  DataLoaderBase& operator=(DataLoaderBase&&) = default;
 
-  /// Starts a pass; returns its first batch, or nullptr when it is empty.
-  virtual const Batch* start_pass() = 0;
-  /// Moves to the next batch of the pass; nullptr once the pass is over.
-  virtual const Batch* next_batch() = 0;
+  /// begin()'s work before the loader starts its pass: the epoch advance
+  /// after a complete pass, the rng_types synchronisation, the listener.
+  void open_pass();
+  /// Before each next batch: the State must still be alive.
+  void check_next() const;
   /// Abandons the current pass (its workers stop).
   virtual void drop_pass() = 0;
   /// How this loader shards, for resume_point's checks.
@@ -141,8 +151,6 @@ class DataLoader {
   bool end_of_dataloader_ = false;  ///< on this process's last batch of the pass
 
  private:
-  const Batch* advance();
-
   std::shared_ptr<detail::RngSynchronizer> rng_synchronizer_;
   LifetimeWatch state_watch_;
   bool resume_pending_ = false;   // load_state_dict ran; the next pass continues it
@@ -151,19 +159,53 @@ class DataLoader {
   PassListener* listener_ = nullptr;
 };
 
+/// Loader of batches of type `B`: iteration over a pass.
+template <class B>
+class BasicDataLoader : public DataLoaderBase {
+ public:
+  using Batch = B;
+  class iterator;
+
+  /// Starts a pass (collective for loaders that communicate, and with
+  /// rng_types, which are synchronised first) and makes its first batch
+  /// current. The pass starts at batch 0 of the epoch, or, right after
+  /// load_state_dict or skip_first_batches, where that left it.
+  iterator begin() {
+    open_pass();
+    // An empty pass finishes at once (finish_pass told the listener); a pass
+    // of this loader that was abandoned by the loop restarts here.
+    return iterator(this, start_pass());
+  }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+ protected:
+  /// Starts a pass; returns its first batch, or nullptr when it is empty.
+  virtual const Batch* start_pass() = 0;
+  /// Moves to the next batch of the pass; nullptr once the pass is over.
+  virtual const Batch* next_batch() = 0;
+
+ private:
+  const Batch* advance() {
+    check_next();
+    const detail::NextBatchRange range;
+    return next_batch();
+  }
+};
+
 /// Input iterator over a pass; compares equal to end() when it is over.
-class DataLoader::iterator {
+template <class B>
+class BasicDataLoader<B>::iterator {
  public:
   using iterator_concept = std::input_iterator_tag;
-  using value_type = Batch;
+  using value_type = B;
   using difference_type = std::ptrdiff_t;
-  using reference = const Batch&;
+  using reference = const B&;
 
   iterator() = default;
-  iterator(DataLoader* loader, const Batch* current) noexcept : loader_(loader), current_(current) {}
+  iterator(BasicDataLoader* loader, const B* current) noexcept : loader_(loader), current_(current) {}
 
   reference operator*() const { return *current_; }
-  const Batch* operator->() const { return current_; }
+  const B* operator->() const { return current_; }
   iterator& operator++() {
     current_ = loader_->advance();
     return *this;
@@ -172,8 +214,12 @@ class DataLoader::iterator {
   friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return it.current_ == nullptr; }
 
  private:
-  DataLoader* loader_ = nullptr;
-  const Batch* current_ = nullptr;
+  BasicDataLoader* loader_ = nullptr;
+  const B* current_ = nullptr;
 };
+
+/// The loader of data/target examples, the batches of LibTorch's own
+/// datasets (torch::data::Example<>).
+using DataLoader = BasicDataLoader<torch::data::Example<>>;
 
 }  // namespace accelerate

@@ -37,6 +37,7 @@
 #include "accelerate/data/data_loader.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
 #include "accelerate/data/data_loader_options.hpp"
+#include "accelerate/data/custom_samplers.hpp"
 #include "accelerate/data/data_seed.hpp"
 #include "accelerate/data/data_loader_shard.hpp"
 #include "accelerate/data/loader_state.hpp"
@@ -47,7 +48,7 @@
 namespace accelerate {
 
 template <class Dataset>
-requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
+requires ExampleDataset<Dataset> || StreamDataset<Dataset>
 class DataLoaderDispatcher final : public DataLoader {
  public:
   static constexpr bool kMapStyle = MapStyleDataset<Dataset>;
@@ -61,6 +62,7 @@ class DataLoaderDispatcher final : public DataLoader {
                        DataLoaderConfiguration config = {})
       : options_(std::move(options)), config_(config), device_(state.device()) {
     constexpr std::string_view component = "DataLoaderDispatcher";
+    detail::reject_samplers(component, options_);
     const int processes = state.num_processes();
     if (options_.batch_size < 1) {
       detail::loader_error(component, "the batch size is " + std::to_string(options_.batch_size) +
@@ -292,7 +294,7 @@ class DataLoaderDispatcher final : public DataLoader {
 };
 
 template <class Dataset>
-requires MapStyleDataset<Dataset> || StreamDataset<Dataset>
+requires ExampleDataset<Dataset> || StreamDataset<Dataset>
 const typename DataLoaderDispatcher<Dataset>::Batch* DataLoaderDispatcher<Dataset>::start_pass() {
   pass_.reset();
   const std::int64_t start = begin_position();

@@ -21,6 +21,20 @@ struct DataLoaderOptions {
   bool shuffle = false;
   /// Stop the epoch at the first round the samples cannot fill.
   bool drop_last = false;
+  /// The sample indices of an epoch in the order to visit them (torch's
+  /// sampler), instead of shuffle: called at the start of every pass with the
+  /// epoch and the loader's data seed. Every process must return the same
+  /// order (the loader shards it), and every epoch as many indices as epoch 0.
+  /// The loader's length is the sampler's. Map-style loaders only
+  /// (DataLoaderShard).
+  std::function<std::vector<std::int64_t>(std::int64_t epoch, std::uint64_t seed)> sampler = nullptr;
+  /// The batches of an epoch, each a list of sample indices (torch's
+  /// batch_sampler), instead of batch_size, shuffle, sampler and drop_last:
+  /// called like sampler, with the same rules (every process the same
+  /// batches, every epoch as many). The batches are dealt out whole, in
+  /// turn; batches of varying size need even_batches = false
+  /// (DataLoaderConfiguration). Map-style loaders only (DataLoaderShard).
+  std::function<std::vector<std::vector<std::int64_t>>(std::int64_t epoch, std::uint64_t seed)> batch_sampler = nullptr;
   /// Threads that load and collate batches ahead of the training loop
   /// (0: load on the calling thread when the batch is needed).
   int num_workers = 0;

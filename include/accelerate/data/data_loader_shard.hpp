@@ -14,16 +14,23 @@
 //     }
 //   }
 //
-// Header-only: the loader is a template over the dataset type.
+// Samples may be any structure DefaultCollate batches (tensors, Example<>,
+// maps, tuples, IValue dicts), or anything a collate function given to the
+// loader turns into a batch. The order of an epoch comes from shuffle, a
+// sampler or a batch sampler (DataLoaderOptions).
+//
+// Header-only: the loader is a template over the dataset and collate types.
 #pragma once
 
 #include <torch/types.h>
 #include <torch/data/example.h>
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +41,7 @@
 #include "accelerate/data/batch_pipeline.hpp"
 #include "accelerate/data/batch_sampler_shard.hpp"
 #include "accelerate/data/collate.hpp"
+#include "accelerate/data/custom_samplers.hpp"
 #include "accelerate/data/data_loader.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
 #include "accelerate/data/data_loader_options.hpp"
@@ -46,45 +54,74 @@
 
 namespace accelerate {
 
-/// A map-style dataset: get(i) returns the sample i as a torch::data::Example<>
-/// (data and target tensors), size() its length as an optional (std::optional
-/// or LibTorch's c10::optional; empty when unknown,
-/// which a DataLoaderShard rejects). Every torch::data::datasets::Dataset<Self>
-/// with the default example type qualifies. With worker threads, get() is
-/// called concurrently from several threads on one dataset object, as in
-/// LibTorch's own DataLoader: it must be safe to do so.
+/// A map-style dataset: get(i) returns the sample i, size() its length as
+/// an optional (std::optional or LibTorch's c10::optional; empty when
+/// unknown, which a DataLoaderShard rejects). Every
+/// torch::data::datasets::Dataset<Self, Sample> qualifies. With worker
+/// threads, get() is called concurrently from several threads on one dataset
+/// object, as in LibTorch's own DataLoader: it must be safe to do so.
 template <class D>
 concept MapStyleDataset = requires(D& dataset, const D& const_dataset, std::size_t index) {
-  { dataset.get(index) } -> std::convertible_to<torch::data::Example<>>;
+  requires std::movable<std::remove_cvref_t<decltype(dataset.get(index))>>;
   {static_cast<bool>(const_dataset.size())};
   { *const_dataset.size() } -> std::convertible_to<std::size_t>;
 };
 
+/// The sample type of a map-style dataset.
+template <MapStyleDataset D>
+using SampleOf = std::remove_cvref_t<decltype(std::declval<D&>().get(std::size_t{}))>;
+
+/// A map-style dataset of data/target examples (torch::data::Example<>),
+/// the samples the dispatcher scatters.
+template <class D>
+concept ExampleDataset = MapStyleDataset<D> && std::convertible_to<SampleOf<D>, torch::data::Example<>>;
+
+/// A collate function for the samples of `D`: a callable from
+/// std::vector<sample> to a batch.
+template <class Collate, class D>
+concept CollateFor = MapStyleDataset<D> && std::invocable<const Collate&, std::vector<SampleOf<D>>> &&
+    std::movable<std::remove_cvref_t<std::invoke_result_t<const Collate&, std::vector<SampleOf<D>>>>>;
+
+/// The batch type a loader of `D` with `Collate` hands out.
+template <MapStyleDataset D, CollateFor<D> Collate>
+using CollatedBatch = std::remove_cvref_t<std::invoke_result_t<const Collate&, std::vector<SampleOf<D>>>>;
+
 /// This process's batches of a map-style dataset.
 ///
 /// Each pass (begin() … end()) iterates the BatchSamplerShard of the
-/// epoch's order (seeded_permutation(n, seed, epoch) with shuffle, else
-/// 0 … n-1), stacks each batch's examples into one Example and moves it to
-/// the device. The epoch never advances by itself: call set_epoch.
+/// epoch's order (the sampler's, seeded_permutation(n, seed, epoch) with
+/// shuffle, else 0 … n-1; or the batch sampler's batches), collates each
+/// batch's samples and moves the batch to the device. After a complete pass
+/// the next begin() moves to the next epoch; set_epoch chooses one.
 /// One pass at a time: begin() abandons the previous pass and its iterators.
-template <MapStyleDataset Dataset>
-class DataLoaderShard final : public DataLoader {
+template <MapStyleDataset Dataset, CollateFor<Dataset> Collate = DefaultCollate>
+class DataLoaderShard final : public BasicDataLoader<CollatedBatch<Dataset, Collate>> {
+  using Base = BasicDataLoader<CollatedBatch<Dataset, Collate>>;
+  using Sample = SampleOf<Dataset>;
+  using Base::attach_state;
+  using Base::begin_position;
+  using Base::finish_pass;
+  using Base::hand_out;
+  using Base::position_;
+
  public:
+  using Batch = typename Base::Batch;
+
   /// Collective over state.world_comm() when the seed must be drawn (shuffle
   /// with a seedable sampler, no data_seed, and no set_seed before): rank 0
   /// draws it and broadcasts it. Throws ConfigError for an unknown dataset size, a batch
   /// size below 1, bad worker options, or options this loader does not offer.
   DataLoaderShard(Dataset dataset, const State& state, DataLoaderOptions options = {},
-                  DataLoaderConfiguration config = {})
+                  DataLoaderConfiguration config = {}, Collate collate_fn = {})
       : DataLoaderShard(std::move(dataset),
                         DataLoaderPlacement{state.num_processes(), state.process_index(), state.device()},
-                        std::move(options), config, &state) {}
+                        std::move(options), config, std::move(collate_fn), &state) {}
 
-  /// Without a State: no communication. Shuffling then needs a data_seed,
-  /// unless num_processes is 1.
+  /// Without a State: no communication. A seeded order (shuffle, a sampler)
+  /// then needs a data_seed, unless num_processes is 1.
   DataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options = {},
-                  DataLoaderConfiguration config = {})
-      : DataLoaderShard(std::move(dataset), placement, std::move(options), config, nullptr) {}
+                  DataLoaderConfiguration config = {}, Collate collate_fn = {})
+      : DataLoaderShard(std::move(dataset), placement, std::move(options), config, std::move(collate_fn), nullptr) {}
 
   DataLoaderShard(const DataLoaderShard&) = delete;
   DataLoaderShard& operator=(const DataLoaderShard&) = delete;
@@ -97,11 +134,12 @@ class DataLoaderShard final : public DataLoader {
   /// total_dataset_length() % total_batch_size() (0: the last batch is full);
   /// -1 with drop_last, as in Accelerate.
   [[nodiscard]] std::int64_t remainder() const noexcept override {
-    return options_.drop_last ? -1 : dataset_size_ % total_batch_size();
+    return options_.drop_last ? -1 : samples_ % this->total_batch_size();
   }
   /// Batches this process yields in a whole epoch.
   [[nodiscard]] std::int64_t size() const noexcept { return batches_; }
-  [[nodiscard]] std::int64_t total_dataset_length() const noexcept override { return dataset_size_; }
+  /// Samples in an epoch: the dataset's size, or the sampler's length.
+  [[nodiscard]] std::int64_t total_dataset_length() const noexcept override { return samples_; }
   [[nodiscard]] std::int64_t batch_size() const noexcept { return options_.batch_size; }
   [[nodiscard]] std::uint64_t seed() const noexcept { return position_.seed; }
   [[nodiscard]] const DataLoaderOptions& options() const noexcept { return options_; }
@@ -128,8 +166,11 @@ class DataLoaderShard final : public DataLoader {
   };
 
   DataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options,
-                  DataLoaderConfiguration config, const State* state)
-      : options_(std::move(options)), config_(config), device_(placement.device) {
+                  DataLoaderConfiguration config, Collate collate_fn, const State* state)
+      : options_(std::move(options)),
+        config_(config),
+        device_(placement.device),
+        collate_(std::make_shared<const Collate>(std::move(collate_fn))) {
     constexpr std::string_view component = "DataLoaderShard";
     const auto length = std::as_const(dataset).size();
     if (!length) {
@@ -164,30 +205,88 @@ class DataLoaderShard final : public DataLoader {
                            "0) is not offered yet. Set use_seedable_sampler = true (the default), which also makes "
                            "exact resume possible.");
     }
+    detail::check_samplers(component, options_);
     dataset_size_ = static_cast<std::int64_t>(*length);
     sharding_ = {.num_processes = placement.num_processes,
                  .process_index = placement.process_index,
                  .split_batches = config_.split_batches,
                  .even_batches = config_.even_batches};
-    // Validates the batch size against the world and the rank.
-    const auto mine = BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last, sharding_);
+    const bool seeded = options_.shuffle || options_.sampler || options_.batch_sampler;
+    position_.seed = detail::choose_data_seed(config_, seeded, state, placement.num_processes, component);
+    // The sizes of an epoch: the sampler's length, or the batch sampler's
+    // batches, read from epoch 0; every later epoch must keep them.
     BatchSamplerShardOptions first = sharding_;
     first.process_index = 0;  // rank 0 has the most batches: one per round
-    rounds_ = BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last, first).size();
-    batches_ = mine.size();
-    position_.global_batch_size = mine.total_batch_size();
+    std::int64_t samples = dataset_size_;
+    if (options_.batch_sampler) {
+      const std::vector<BatchSamplerShard::Batch> batches = sampled_batches(0);
+      sampled_batch_count_ = static_cast<std::int64_t>(batches.size());
+      sampled_batch_size_ = detail::uniform_batch_size(batches);
+      const auto mine = BatchSamplerShard::from_batches(batches, sampled_batch_size_, false, sharding_);
+      rounds_ = BatchSamplerShard::from_batches(batches, sampled_batch_size_, false, first).size();
+      batches_ = mine.size();
+      std::int64_t largest = 0;
+      samples = 0;
+      for (const auto& batch : batches) {
+        largest = std::max<std::int64_t>(largest, static_cast<std::int64_t>(batch.size()));
+        samples += static_cast<std::int64_t>(batch.size());
+      }
+      // Batches of varying size: the position counts rounds of the largest
+      // batch (resume is by batch index), and no round is padded.
+      position_.global_batch_size = sampled_batch_size_ ? mine.total_batch_size() : largest * sharding_.num_processes;
+      if (!sampled_batch_size_) samples = rounds_ * position_.global_batch_size;
+    } else {
+      if (options_.sampler) {
+        sampled_length_ = static_cast<std::int64_t>(sampled_order(0).size());
+        samples = sampled_length_;
+      }
+      // Validates the batch size against the world and the rank.
+      const auto mine = BatchSamplerShard::sequential(samples, options_.batch_size, options_.drop_last, sharding_);
+      rounds_ = BatchSamplerShard::sequential(samples, options_.batch_size, options_.drop_last, first).size();
+      batches_ = mine.size();
+      position_.global_batch_size = mine.total_batch_size();
+    }
+    samples_ = samples;
     position_.world_size = placement.num_processes;
-    position_.dataset_size = dataset_size_;
-    position_.seed = detail::choose_data_seed(config_, options_.shuffle, state, placement.num_processes, component);
+    position_.dataset_size = samples_;
     attach_state(state, options_.rng_types, component);
     dataset_ = std::make_shared<Dataset>(std::move(dataset));
   }
 
+  // The sampler's order for `epoch`, checked against the dataset and epoch 0.
+  std::vector<std::int64_t> sampled_order(std::int64_t epoch) const {
+    std::vector<std::int64_t> order = options_.sampler(epoch, position_.seed);
+    detail::check_sampled_indices("sampler", epoch, order, dataset_size_);
+    if (sampled_length_ >= 0 && static_cast<std::int64_t>(order.size()) != sampled_length_) {
+      detail::check_same_epoch_size("sampler", epoch, "samples", static_cast<std::int64_t>(order.size()),
+                                    sampled_length_);
+    }
+    return order;
+  }
+
+  // The batch sampler's batches for `epoch`, checked likewise.
+  std::vector<BatchSamplerShard::Batch> sampled_batches(std::int64_t epoch) const {
+    std::vector<BatchSamplerShard::Batch> batches = options_.batch_sampler(epoch, position_.seed);
+    for (const auto& batch : batches) detail::check_sampled_indices("batch_sampler", epoch, batch, dataset_size_);
+    if (sampled_batch_count_ >= 0 && static_cast<std::int64_t>(batches.size()) != sampled_batch_count_) {
+      detail::check_same_epoch_size("batch_sampler", epoch, "batches", static_cast<std::int64_t>(batches.size()),
+                                    sampled_batch_count_);
+    }
+    return batches;
+  }
+
   BatchSamplerShard epoch_shard() const {
+    const std::int64_t epoch = position_.epoch;
+    if (options_.batch_sampler) {
+      return BatchSamplerShard::from_batches(sampled_batches(epoch), sampled_batch_size_, false, sharding_);
+    }
+    if (options_.sampler) {
+      return BatchSamplerShard(sampled_order(epoch), options_.batch_size, options_.drop_last, sharding_);
+    }
     if (!options_.shuffle) {
       return BatchSamplerShard::sequential(dataset_size_, options_.batch_size, options_.drop_last, sharding_);
     }
-    return BatchSamplerShard(seeded_permutation(dataset_size_, position_.seed, position_.epoch), options_.batch_size,
+    return BatchSamplerShard(seeded_permutation(dataset_size_, position_.seed, epoch), options_.batch_size,
                              options_.drop_last, sharding_);
   }
 
@@ -211,27 +310,33 @@ class DataLoaderShard final : public DataLoader {
   DataLoaderConfiguration config_;
   torch::Device device_;
   BatchSamplerShardOptions sharding_;
+  std::shared_ptr<const Collate> collate_;  // shared with the workers' load function
   std::shared_ptr<Dataset> dataset_;
   std::int64_t dataset_size_ = 0;
+  std::int64_t samples_ = 0;                        // in an epoch
+  std::int64_t sampled_length_ = -1;                // the sampler's, once known
+  std::int64_t sampled_batch_count_ = -1;           // the batch sampler's, once known
+  std::optional<std::int64_t> sampled_batch_size_;  // the batch sampler's, when uniform
   std::int64_t batches_ = 0;
   std::int64_t rounds_ = 0;
   std::unique_ptr<Pass> pass_;  // last: its workers go before the rest
 };
 
-template <MapStyleDataset Dataset>
-const typename DataLoaderShard<Dataset>::Batch* DataLoaderShard<Dataset>::start_pass() {
+template <MapStyleDataset Dataset, CollateFor<Dataset> Collate>
+auto DataLoaderShard<Dataset, Collate>::start_pass() -> const Batch* {
   pass_.reset();  // joins the workers of an abandoned pass
   const std::int64_t start = begin_position();
   auto pass = std::make_unique<Pass>(Pass{epoch_shard(), nullptr, std::nullopt, start - 1});
   const BatchSamplerShard* shard = &pass->shard;
   const std::int64_t first = accelerate::skip_first_batches(pass->shard, start).first_batch();
   std::shared_ptr<Dataset> dataset = dataset_;
-  auto load = [dataset, shard](std::int64_t index) -> Batch {
-    std::vector<Batch> examples;
+  std::shared_ptr<const Collate> collate = collate_;
+  auto load = [dataset, collate, shard](std::int64_t index) -> Batch {
+    std::vector<Sample> samples;
     const BatchSamplerShard::Batch indices = shard->batch(index);
-    examples.reserve(indices.size());
-    for (const std::int64_t sample : indices) examples.emplace_back(dataset->get(static_cast<std::size_t>(sample)));
-    return detail::stack_examples(examples);
+    samples.reserve(indices.size());
+    for (const std::int64_t sample : indices) samples.emplace_back(dataset->get(static_cast<std::size_t>(sample)));
+    return std::invoke(*collate, std::move(samples));
   };
   const int workers = options_.num_workers;
   typename detail::BatchPipeline<Batch>::WorkerStart start_worker;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "accelerate/data/collate.hpp"
+#include "accelerate/data/custom_samplers.hpp"
 #include "accelerate/data/data_loader.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
 #include "accelerate/data/data_loader_options.hpp"
@@ -57,6 +58,7 @@ class StreamDataLoaderShard final : public DataLoader {
                   .process_index = placement.process_index,
                   .split_batches = config_.split_batches} {
     constexpr std::string_view component = "StreamDataLoaderShard";
+    detail::reject_samplers(component, options_);
     if (config_.dispatch_batches.value_or(false)) {
       detail::loader_error(component,
                            "dispatch_batches = true asks for the main process to read and scatter, "

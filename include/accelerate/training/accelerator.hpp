@@ -65,17 +65,26 @@ namespace accelerate {
 
 class GradScaler;
 
-/// A dataset and its loader options, for Accelerator::prepare, which builds
-/// the loader with the accelerator's dataloader_config and rng_types.
-template <class Dataset>
+/// A dataset, its loader options and its collate function, for
+/// Accelerator::prepare, which builds the loader with the accelerator's
+/// dataloader_config and rng_types.
+template <class Dataset, class Collate = DefaultCollate>
 struct DataLoaderRequest {
   Dataset dataset;
   DataLoaderOptions options;
+  Collate collate_fn{};
 };
 
 template <class Dataset>
 DataLoaderRequest<std::decay_t<Dataset>> data_loader(Dataset&& dataset, DataLoaderOptions options = {}) {
   return {std::forward<Dataset>(dataset), std::move(options)};
+}
+/// With a collate function: samples -> batch (torch's collate_fn).
+template <class Dataset, class Collate>
+DataLoaderRequest<std::decay_t<Dataset>, std::decay_t<Collate>> data_loader(Dataset&& dataset,
+                                                                            DataLoaderOptions options,
+                                                                            Collate&& collate_fn) {
+  return {std::forward<Dataset>(dataset), std::move(options), std::forward<Collate>(collate_fn)};
 }
 
 /// An object with state_dict() -> std::map<std::string, at::Tensor> and
@@ -167,18 +176,24 @@ class Accelerator {
   std::shared_ptr<AcceleratedOptimizer> prepare(torch::optim::Optimizer& optimizer);
   /// A LibTorch scheduler (by reference), stepped with the prepared optimizers.
   std::shared_ptr<AcceleratedScheduler> prepare(torch::optim::LRScheduler& scheduler);
-  /// A loader built by prepare_data_loader (or any DataLoader).
-  std::shared_ptr<DataLoader> prepare(std::shared_ptr<DataLoader> loader);
-  std::shared_ptr<DataLoader> prepare(std::unique_ptr<DataLoader> loader) {
-    return prepare(std::shared_ptr<DataLoader>(std::move(loader)));
+  /// A loader built by prepare_data_loader (or any loader), returned as
+  /// the same type.
+  template <std::derived_from<DataLoaderBase> Loader>
+  std::shared_ptr<Loader> prepare(std::shared_ptr<Loader> loader) {
+    register_loader(loader);
+    return loader;
+  }
+  template <std::derived_from<DataLoaderBase> Loader>
+  std::shared_ptr<Loader> prepare(std::unique_ptr<Loader> loader) {
+    return prepare(std::shared_ptr<Loader>(std::move(loader)));
   }
   /// A dataset: the sharded loader for it (prepare_data_loader with this
   /// accelerator's dataloader_config; its rng_types when the options have none).
-  template <class Dataset>
-  std::shared_ptr<DataLoader> prepare(DataLoaderRequest<Dataset> request) {
+  template <class Dataset, class Collate>
+  auto prepare(DataLoaderRequest<Dataset, Collate> request) {
     if (request.options.rng_types.empty()) request.options.rng_types = options_.rng_types;
     return prepare(prepare_data_loader(std::move(request.dataset), *state_, std::move(request.options),
-                                       options_.dataloader_config));
+                                       options_.dataloader_config, std::move(request.collate_fn)));
   }
   /// Several objects at once, returned in the same order (prepared left to right).
   template <class... Objects>
@@ -193,7 +208,8 @@ class Accelerator {
   /// passes after it are whole. Returns `loader` itself (Accelerate returns a
   /// new loader; using the original afterwards gives the same result here).
   /// Seeds: skip_first_batches.
-  std::shared_ptr<DataLoader> skip_first_batches(std::shared_ptr<DataLoader> loader, std::int64_t num_batches) {
+  template <std::derived_from<DataLoaderBase> Loader>
+  std::shared_ptr<Loader> skip_first_batches(std::shared_ptr<Loader> loader, std::int64_t num_batches) {
     if (!loader) throw ConfigError("Accelerator::skip_first_batches: the data loader pointer is null.");
     loader->skip_first_batches(num_batches);
     return loader;
@@ -381,6 +397,7 @@ class Accelerator {
   struct OnState {};  // tag: the constructor both public ones delegate to
   Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state);
   std::shared_ptr<DistributedModel> prepare_model(std::shared_ptr<torch::nn::Module> module);
+  void register_loader(std::shared_ptr<DataLoaderBase> loader);
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
   void count_optimizer_step(const AcceleratedOptimizer& optimizer);
@@ -396,7 +413,7 @@ class Accelerator {
   std::vector<std::shared_ptr<DistributedModel>> models_;
   std::vector<std::shared_ptr<AcceleratedOptimizer>> optimizers_;
   std::vector<std::shared_ptr<AcceleratedScheduler>> schedulers_;
-  std::vector<std::shared_ptr<DataLoader>> dataloaders_;
+  std::vector<std::shared_ptr<DataLoaderBase>> dataloaders_;
   std::vector<checkpoint::TensorState> custom_objects_;
   std::int64_t step_ = 0;
   bool trigger_ = false;

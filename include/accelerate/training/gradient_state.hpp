@@ -59,16 +59,16 @@ class GradientState final : public PassListener {
   void set_micro_step(std::int64_t value) noexcept { micro_step_ = value; }
 
   /// The loader the loop is iterating (innermost pass under way), or nullptr.
-  [[nodiscard]] const DataLoader* active_dataloader() const noexcept;
+  [[nodiscard]] const DataLoaderBase* active_dataloader() const noexcept;
   /// The active loader is on its last batch (false without one).
   [[nodiscard]] bool end_of_dataloader() const noexcept;
   /// The active loader's remainder (-1 without one: unknown).
   [[nodiscard]] std::int64_t remainder() const noexcept;
   /// A loader of a pass still under way is being destroyed or released.
-  void forget(const DataLoader& loader) noexcept;
+  void forget(const DataLoaderBase& loader) noexcept;
 
-  void pass_started(const DataLoader& loader) override;
-  void pass_finished(const DataLoader& loader) override;
+  void pass_started(const DataLoaderBase& loader) override;
+  void pass_finished(const DataLoaderBase& loader) override;
 
   /// Ends with this object (with the Accelerator that owns it): optimizers
   /// and schedulers prepared on it stop with an Error after it is gone.
@@ -78,7 +78,7 @@ class GradientState final : public PassListener {
   GradientAccumulationPlugin plugin_;
   bool sync_gradients_ = true;
   std::int64_t micro_step_ = 0;
-  std::vector<const DataLoader*> active_;  // innermost last
+  std::vector<const DataLoaderBase*> active_;  // innermost last
   Lifetime lifetime_{"the Accelerator (its GradientState)"};
 };
 
