@@ -15,6 +15,7 @@
 #include "checkpoint/collective.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/hdf5_types.hpp"
+#include "checkpoint/host_tensor.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/parallel_file.hpp"
@@ -34,13 +35,6 @@ std::string describe(std::string_view kind, std::string_view name, const at::Ten
       std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";
   for (std::int64_t d = 0; d < tensor.dim(); ++d) text += (d ? "," : "") + std::to_string(tensor.size(d));
   return text + "]";
-}
-
-// The tensor's bytes as a contiguous CPU tensor: the tensor itself when it
-// already is one (the common case: no copy), otherwise a copy of this tensor only.
-at::Tensor host_contiguous(const at::Tensor& tensor) {
-  at::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(at::kCPU);
-  return host.is_contiguous() ? host : host.contiguous();
 }
 
 }  // namespace

@@ -8,34 +8,34 @@
 namespace accelerate::checkpoint::detail {
 namespace {
 
-[[noreturn]] void fail(std::string_view source, const std::string& what) {
+[[noreturn]] void manifest_error(std::string_view source, const std::string& what) {
   throw ConfigError(accelerate::detail::where() + " checkpoint: '" + std::string(source) + "' " + what +
                     " The checkpoint is incomplete or damaged; resume from another one.");
 }
 
 const Json& field(const Json& object, const char* key, std::string_view source) {
   const Json* value = object.find(key);
-  if (value == nullptr) fail(source, std::string("has no \"") + key + "\".");
+  if (value == nullptr) manifest_error(source, std::string("has no \"") + key + "\".");
   return *value;
 }
 
 std::int64_t integer_field(const Json& object, const char* key, std::int64_t min, std::string_view source) {
   const Json& value = field(object, key, source);
   if (!value.is_integer() || value.integer() < min) {
-    fail(source, std::string("has a \"") + key + "\" that is not an integer ≥ " + std::to_string(min) + ".");
+    manifest_error(source, std::string("has a \"") + key + "\" that is not an integer ≥ " + std::to_string(min) + ".");
   }
   return value.integer();
 }
 
 std::string string_field(const Json& object, const char* key, std::string_view source) {
   const Json& value = field(object, key, source);
-  if (!value.is_string()) fail(source, std::string("has a \"") + key + "\" that is not a string.");
+  if (!value.is_string()) manifest_error(source, std::string("has a \"") + key + "\" that is not a string.");
   return value.string();
 }
 
 bool bool_field(const Json& object, const char* key, std::string_view source) {
   const Json& value = field(object, key, source);
-  if (!value.is_bool()) fail(source, std::string("has a \"") + key + "\" that is not true or false.");
+  if (!value.is_bool()) manifest_error(source, std::string("has a \"") + key + "\" that is not true or false.");
   return value.boolean();
 }
 
@@ -63,16 +63,16 @@ Json manifest_json(const Manifest& manifest) {
 
 Manifest parse_manifest(std::string_view text, std::string_view source) {
   if (text.size() > kMaxManifestBytes) {
-    fail(source, "is larger than a manifest can be (" + std::to_string(kMaxManifestBytes) + " bytes).");
+    manifest_error(source, "is larger than a manifest can be (" + std::to_string(kMaxManifestBytes) + " bytes).");
   }
   const Json json = Json::parse(text, source);
-  if (!json.is_object()) fail(source, "is not a JSON object.");
+  if (!json.is_object()) manifest_error(source, "is not a JSON object.");
   Manifest manifest;
   manifest.format = string_field(json, "format", source);
   if (manifest.format != FORMAT_NAME) {
-    fail(source, "has format '" + manifest.format + "', not '" + std::string(FORMAT_NAME) + "'.");
+    manifest_error(source, "has format '" + manifest.format + "', not '" + std::string(FORMAT_NAME) + "'.");
   }
-  if (!bool_field(json, "complete", source)) fail(source, "is not marked complete.");
+  if (!bool_field(json, "complete", source)) manifest_error(source, "is not marked complete.");
   manifest.format_version = integer_field(json, "format_version", 1, source);
   manifest.step = integer_field(json, "step", 0, source);
   manifest.iteration = integer_field(json, "iteration", 0, source);
@@ -81,15 +81,16 @@ Manifest parse_manifest(std::string_view text, std::string_view source) {
   manifest.save_on_each_node = bool_field(json, "save_on_each_node", source);
   manifest.created = string_field(json, "created", source);
   const Json& files = field(json, "files", source);
-  if (!files.is_array() || files.array().empty()) fail(source, "has no \"files\" list, or an empty one.");
+  if (!files.is_array() || files.array().empty()) manifest_error(source, "has no \"files\" list, or an empty one.");
   for (const Json& file : files.array()) {
-    if (!file.is_object()) fail(source, "has an entry of \"files\" that is not an object.");
+    if (!file.is_object()) manifest_error(source, "has an entry of \"files\" that is not an object.");
     ManifestFile entry{string_field(file, "name", source),
                        static_cast<std::uint64_t>(integer_field(file, "bytes", 0, source))};
     // A file of the checkpoint lives in its directory: no separator, no "..".
     if (entry.name.empty() || entry.name == "." || entry.name == ".." ||
         entry.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
-      fail(source, "lists the file '" + entry.name + "', which is not a file name inside the checkpoint directory.");
+      manifest_error(source,
+                     "lists the file '" + entry.name + "', which is not a file name inside the checkpoint directory.");
     }
     manifest.files.push_back(std::move(entry));
   }

@@ -15,6 +15,7 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
+#include "checkpoint/host_tensor.hpp"
 #include "checkpoint/json.hpp"
 #include "checkpoint/safetensors_format.hpp"
 #include "detail/mpi_runtime.hpp"
@@ -70,11 +71,6 @@ std::string dtype_name_of(at::ScalarType type) {
   }
 }
 
-at::Tensor host_contiguous(const at::Tensor& tensor) {
-  at::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(at::kCPU);
-  return host.is_contiguous() ? host : host.contiguous();
-}
-
 void write_file(const fs::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                 const std::vector<std::size_t>& members) {
   Json::Object header;
@@ -99,7 +95,7 @@ void write_file(const fs::path& path, const std::vector<std::pair<std::string, a
   out.write(prefix.data(), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const std::size_t i : members) {
-    const at::Tensor data = host_contiguous(tensors[i].second);
+    const at::Tensor data = detail::host_contiguous(tensors[i].second);
     out.write(static_cast<const char*>(data.data_ptr()), static_cast<std::streamsize>(data.nbytes()));
   }
   out.flush();

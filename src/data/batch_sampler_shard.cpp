@@ -22,7 +22,7 @@ namespace {
 
 using std::int64_t;
 
-[[noreturn]] void fail(std::string_view component, const std::string& what) {
+[[noreturn]] void sampler_error(std::string_view component, const std::string& what) {
   throw ConfigError(detail::where() + " " + std::string(component) + ": " + what);
 }
 
@@ -33,33 +33,34 @@ namespace detail {
 void check_shard_arguments(std::string_view component, std::optional<int64_t> batch_size, int num_processes,
                            int process_index, bool split_batches) {
   if (num_processes < 1) {
-    fail(component, "num_processes is " + std::to_string(num_processes) +
-                        ", but at least one process must take part. Pass the world size "
-                        "(State::num_processes()).");
+    sampler_error(component, "num_processes is " + std::to_string(num_processes) +
+                                 ", but at least one process must take part. Pass the world size "
+                                 "(State::num_processes()).");
   }
   if (process_index < 0 || process_index >= num_processes) {
-    fail(component, "process_index is " + std::to_string(process_index) + ", but a world of " +
-                        std::to_string(num_processes) + " process" + (num_processes == 1 ? "" : "es") +
-                        " has indices 0.." + std::to_string(num_processes - 1) +
-                        ". Pass this process's rank (State::process_index()).");
+    sampler_error(component, "process_index is " + std::to_string(process_index) + ", but a world of " +
+                                 std::to_string(num_processes) + " process" + (num_processes == 1 ? "" : "es") +
+                                 " has indices 0.." + std::to_string(num_processes - 1) +
+                                 ". Pass this process's rank (State::process_index()).");
   }
   if (!batch_size) return;
   const int64_t size = *batch_size;
   if (size < 1) {
-    fail(component, "the batch size is " + std::to_string(size) +
-                        ", but a batch needs at least one sample. Give the data loader a batch size of 1 or more.");
+    sampler_error(component,
+                  "the batch size is " + std::to_string(size) +
+                      ", but a batch needs at least one sample. Give the data loader a batch size of 1 or more.");
   }
   if (split_batches && size % num_processes != 0) {
     const int64_t lower = size / num_processes * num_processes;
     const int64_t upper = lower + num_processes;
     std::string sizes = lower > 0 ? std::to_string(lower) + " or " + std::to_string(upper) : std::to_string(upper);
-    fail(component, "split_batches cuts every batch into " + std::to_string(num_processes) +
-                        " equal slices, one per process, so the batch size must be a multiple of " +
-                        std::to_string(num_processes) + ", but it is " + std::to_string(size) +
-                        ". Use a batch size of " + sizes +
-                        ", or set split_batches to false so that every process "
-                        "draws whole batches of " +
-                        std::to_string(size) + ".");
+    sampler_error(component, "split_batches cuts every batch into " + std::to_string(num_processes) +
+                                 " equal slices, one per process, so the batch size must be a multiple of " +
+                                 std::to_string(num_processes) + ", but it is " + std::to_string(size) +
+                                 ". Use a batch size of " + sizes +
+                                 ", or set split_batches to false so that every process "
+                                 "draws whole batches of " +
+                                 std::to_string(size) + ".");
   }
 }
 
@@ -80,8 +81,8 @@ BatchSamplerShard::BatchSamplerShard(std::vector<int64_t> order, int64_t batch_s
 BatchSamplerShard BatchSamplerShard::sequential(int64_t dataset_size, int64_t batch_size, bool drop_last,
                                                 const BatchSamplerShardOptions& options) {
   if (dataset_size < 0) {
-    fail("BatchSamplerShard::sequential", "the dataset size is " + std::to_string(dataset_size) +
-                                              "; it cannot be negative. Pass the number of samples.");
+    sampler_error("BatchSamplerShard::sequential", "the dataset size is " + std::to_string(dataset_size) +
+                                                       "; it cannot be negative. Pass the number of samples.");
   }
   detail::check_shard_arguments("BatchSamplerShard", batch_size, options.num_processes, options.process_index,
                                 options.split_batches);
@@ -102,15 +103,15 @@ BatchSamplerShard BatchSamplerShard::from_batches(const std::vector<Batch>& batc
                                 options.split_batches);
   if (!batch_size) {
     if (options.split_batches) {
-      fail(component,
-           "split_batches cuts every batch into equal slices and needs a fixed batch size, but none "
-           "was given (varying batches). Pass the batch size, or set split_batches to false.");
+      sampler_error(component,
+                    "split_batches cuts every batch into equal slices and needs a fixed batch size, but none "
+                    "was given (varying batches). Pass the batch size, or set split_batches to false.");
     }
     if (options.even_batches) {
-      fail(component,
-           "even_batches completes the last round with batches of the batch size, but the batches "
-           "vary in size (no batch size was given). Set even_batches to false "
-           "(DataLoaderConfiguration::even_batches), or pass the batch size.");
+      sampler_error(component,
+                    "even_batches completes the last round with batches of the batch size, but the batches "
+                    "vary in size (no batch size was given). Set even_batches to false "
+                    "(DataLoaderConfiguration::even_batches), or pass the batch size.");
     }
   }
   const int64_t count = static_cast<int64_t>(batches.size());
@@ -118,21 +119,22 @@ BatchSamplerShard BatchSamplerShard::from_batches(const std::vector<Batch>& batc
     const auto size = static_cast<int64_t>(batches[static_cast<std::size_t>(k)].size());
     const std::string name = "batch " + std::to_string(k) + " of " + std::to_string(count);
     if (size == 0) {
-      fail(component, name +
-                          " is empty. A batch sampler yields batches of at least one sample; remove the "
-                          "empty batch.");
+      sampler_error(component, name +
+                                   " is empty. A batch sampler yields batches of at least one sample; remove the "
+                                   "empty batch.");
     }
     if (!batch_size) continue;
     if (size > *batch_size || (size < *batch_size && k + 1 < count)) {
-      fail(component, name + " has " + std::to_string(size) + (size == 1 ? " sample" : " samples") +
-                          ", but the batch size is " + std::to_string(*batch_size) +
-                          "; every batch but the last must be full, and none larger. Pass std::nullopt as the "
-                          "batch size to shard batches of varying size (with even_batches false).");
+      sampler_error(component, name + " has " + std::to_string(size) + (size == 1 ? " sample" : " samples") +
+                                   ", but the batch size is " + std::to_string(*batch_size) +
+                                   "; every batch but the last must be full, and none larger. Pass std::nullopt as the "
+                                   "batch size to shard batches of varying size (with even_batches false).");
     }
     if (size < *batch_size && drop_last) {
-      fail(component, "the last batch has " + std::to_string(size) + " of " + std::to_string(*batch_size) +
-                          " samples, but drop_last is true, and a batch sampler that drops its last batch never "
-                          "yields a short one. Pass drop_last = false, or remove the short batch.");
+      sampler_error(component,
+                    "the last batch has " + std::to_string(size) + " of " + std::to_string(*batch_size) +
+                        " samples, but drop_last is true, and a batch sampler that drops its last batch never "
+                        "yields a short one. Pass drop_last = false, or remove the short batch.");
     }
   }
 
@@ -187,10 +189,10 @@ int64_t BatchSamplerShard::sample_at(int64_t position) const {
 
 BatchSamplerShard::Batch BatchSamplerShard::batch(int64_t i) const {
   if (i < 0 || i >= size_) {
-    fail("BatchSamplerShard::batch",
-         "there is no batch " + std::to_string(i) + "; process " + std::to_string(options_.process_index) + " has " +
-             std::to_string(size_) + " batch" + (size_ == 1 ? "" : "es") +
-             (size_ > 0 ? ", numbered 0.." + std::to_string(size_ - 1) : "") + ". Stay below size().");
+    sampler_error("BatchSamplerShard::batch",
+                  "there is no batch " + std::to_string(i) + "; process " + std::to_string(options_.process_index) +
+                      " has " + std::to_string(size_) + " batch" + (size_ == 1 ? "" : "es") +
+                      (size_ > 0 ? ", numbered 0.." + std::to_string(size_ - 1) : "") + ". Stay below size().");
   }
   Batch result;
   if (batch_size_ == 0) {

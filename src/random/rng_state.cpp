@@ -15,7 +15,7 @@ constexpr const char* kTorchKey = "torch_manual_seed";
 constexpr const char* kCudaKey = "torch_cuda_manual_seed";
 constexpr const char* kGeneratorKey = "generator";
 
-[[noreturn]] void fail(const std::string& call, const std::string& what) {
+[[noreturn]] void rng_state_error(const std::string& call, const std::string& what) {
   throw ConfigError(detail::where() + " " + call + ": " + what);
 }
 
@@ -26,7 +26,7 @@ constexpr const char* kGeneratorKey = "generator";
   what += key;
   what += "' ";
   what += problem;
-  fail("RngStates::from_ivalue", what);
+  rng_state_error("RngStates::from_ivalue", what);
 }
 
 }  // namespace
@@ -35,7 +35,8 @@ RngType parse_rng_type(std::string_view name) {
   if (name == "torch") return RngType::Torch;
   if (name == "cuda") return RngType::Cuda;
   if (name == "generator") return RngType::Generator;
-  fail("rng_types", "'" + std::string(name) + "' is not an rng type. Valid: \"torch\", \"cuda\", \"generator\".");
+  rng_state_error("rng_types",
+                  "'" + std::string(name) + "' is not an rng type. Valid: \"torch\", \"cuda\", \"generator\".");
 }
 
 std::string_view to_string(RngType type) noexcept {
@@ -59,7 +60,7 @@ c10::IValue RngStates::to_ivalue() const {
 
 RngStates RngStates::from_ivalue(const c10::IValue& value) {
   const char* call = "RngStates::from_ivalue";
-  if (!value.isGenericDict()) fail(call, std::string("expected a dict, got a ") + value.tagKind() + ".");
+  if (!value.isGenericDict()) rng_state_error(call, std::string("expected a dict, got a ") + value.tagKind() + ".");
   const auto dict = value.toGenericDict();
   RngStates states;
   const auto torch_entry = dict.find(kTorchKey);
@@ -98,14 +99,15 @@ RngStates capture_rng_states(const at::Generator* generator) {
 void restore_rng_states(const RngStates& states, at::Generator* generator) {
   const char* call = "restore_rng_states";
   if (states.generator.has_value() && generator == nullptr) {
-    fail(call, "the states hold a generator state but no generator was passed to restore it into.");
+    rng_state_error(call, "the states hold a generator state but no generator was passed to restore it into.");
   }
   const int gpus = detail::visible_gpus();
   if (!states.cuda.empty() && static_cast<int>(states.cuda.size()) != gpus) {
-    fail(call, "the states hold " + std::to_string(states.cuda.size()) + " CUDA generator state(s) but " +
-                   std::to_string(gpus) +
-                   " GPU(s) are visible. Restore with the same GPUs visible (CUDA_VISIBLE_DEVICES), or drop the "
-                   "CUDA states.");
+    rng_state_error(call,
+                    "the states hold " + std::to_string(states.cuda.size()) + " CUDA generator state(s) but " +
+                        std::to_string(gpus) +
+                        " GPU(s) are visible. Restore with the same GPUs visible (CUDA_VISIBLE_DEVICES), or drop the "
+                        "CUDA states.");
   }
   at::Generator cpu = at::globalContext().defaultGenerator(c10::DeviceType::CPU);
   detail::set_generator_state(cpu, states.torch, call);

@@ -6,7 +6,7 @@
 namespace accelerate::tracking {
 
 LoggerType parse_logger_type(std::string_view name) {
-  const std::string word = detail::ascii_lower(name);
+  const std::string word = accelerate::detail::ascii_lower(name);
   if (word == "all") return LoggerType::All;
   if (word == "csv") return LoggerType::Csv;
   if (word == "jsonl" || word == "json_lines") return LoggerType::JsonLines;

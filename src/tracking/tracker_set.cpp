@@ -58,8 +58,8 @@ TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process)
       } else {
         // Named explicitly in a build without it: say so at construction, on every rank.
         if (*type == LoggerType::TensorBoard && !config::has_tensorboard) {
-          detail::throw_feature_not_built("TensorBoard (protobuf)", "log_with 'tensorboard'",
-                                          "ACCELERATE_WITH_TENSORBOARD");
+          accelerate::detail::throw_feature_not_built("TensorBoard (protobuf)", "log_with 'tensorboard'",
+                                                      "ACCELERATE_WITH_TENSORBOARD");
         }
         add(*type, std::string(to_string(*type)));
       }
