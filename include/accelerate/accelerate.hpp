@@ -40,6 +40,7 @@
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/preemption.hpp"
 #include "accelerate/runtime/process_control.hpp"
+#include "accelerate/runtime/progress.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/tracking/file_trackers.hpp"

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/preemption.hpp"
+#include "accelerate/runtime/progress.hpp"
 #include "accelerate/random/seed.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "train_options.hpp"
@@ -92,38 +94,16 @@ Metrics evaluate(accelerate::Accelerator& accelerator, Classifier& net, accelera
   return {loss_sum / static_cast<double>(count), static_cast<double>(correct) / static_cast<double>(count)};
 }
 
-// A progress bar on a terminal, periodic lines in a batch log (main process
+// A progress bar on a terminal, a line every 10 s in a batch log (main process
 // only). Launchers hand ranks a pseudo-terminal even when their own output
 // goes to a file, so the bar is drawn only for a program started directly.
-class Progress {
- public:
-  Progress(const accelerate::Accelerator& accelerator, int64_t steps_per_epoch)
-      : show_(accelerator.is_main_process()),
-        tty_(isatty(STDOUT_FILENO) == 1 && accelerator.state().launcher().kind == accelerate::LauncherKind::None),
-        steps_(steps_per_epoch) {}
-  [[nodiscard]] bool on_terminal() const noexcept { return tty_; }
-
-  void update(int64_t epoch, int64_t step_in_epoch, int64_t step, double loss) {
-    if (!show_) return;
-    if (tty_) {
-      const int width = 30;
-      const auto filled = static_cast<int>(width * step_in_epoch / std::max<int64_t>(steps_, 1));
-      std::cout << "\r  epoch " << epoch << " [" << std::string(filled, '#') << std::string(width - filled, '.')
-                << "] step " << step << " loss " << std::fixed << std::setprecision(4) << loss << std::flush;
-    } else if (step_in_epoch % std::max<int64_t>(steps_ / 4, 1) == 0) {
-      std::cout << "epoch " << epoch << " step " << step << " loss " << std::fixed << std::setprecision(4) << loss
-                << std::endl;
-    }
-  }
-  void end_epoch() {
-    if (show_ && tty_) std::cout << "\n";
-  }
-
- private:
-  bool show_;
-  bool tty_;
-  int64_t steps_;
-};
+accelerate::ProgressOptions progress_options(const accelerate::Accelerator& accelerator) {
+  const bool terminal =
+      isatty(STDOUT_FILENO) == 1 && accelerator.state().launcher().kind == accelerate::LauncherKind::None;
+  return {.shown = accelerator.is_main_process(),
+          .style = terminal ? accelerate::ProgressStyle::Bar : accelerate::ProgressStyle::Lines,
+          .line_interval = std::chrono::seconds(10)};
+}
 
 std::string fixed(double value, int digits = 4) {
   std::ostringstream out;
@@ -181,7 +161,8 @@ int run(const TrainOptions& options) {
   accelerator.print("train: eval before training loss " + fixed(before.loss) + " accuracy " + fixed(before.accuracy));
 
   const int64_t micro_steps_per_epoch = static_cast<int64_t>(kTrainSamples) / train_loader->total_batch_size();
-  Progress progress(accelerator, micro_steps_per_epoch);
+  const accelerate::ProgressOptions shown_progress = progress_options(accelerator);
+  const bool on_terminal = shown_progress.style == accelerate::ProgressStyle::Bar;
   // --profile-steps: LibTorch's profiler over a few optimizer steps, one trace per rank.
   std::optional<accelerate::Profiler> profiler;
   if (options.profile_steps > 0) {
@@ -195,7 +176,9 @@ int run(const TrainOptions& options) {
   bool stop = false;
   for (int64_t epoch = train_loader->epoch(); epoch < options.epochs && !stop; ++epoch) {
     train_loader->set_epoch(epoch);
+    accelerate::Progress progress("epoch " + std::to_string(epoch), micro_steps_per_epoch, shown_progress, stdout);
     int64_t micro_step = 0;
+    int64_t shown_micro_step = 0;
     for (const auto& batch : *train_loader) {
       auto accumulating = accelerator.accumulate(*model);
       const auto loss = torch::cross_entropy_loss(model(batch.data), batch.target);  // fp32 logits under bf16 too
@@ -209,12 +192,13 @@ int run(const TrainOptions& options) {
       const int64_t step = accelerator.step();
       if (profiler) profiler->step();
       const double loss_value = loss.item<double>();
-      progress.update(epoch, micro_step, step, loss_value);
+      progress.advance(micro_step - shown_micro_step, "step " + std::to_string(step) + " loss " + fixed(loss_value));
+      shown_micro_step = micro_step;
       accelerator.log({{"train_loss", loss_value}, {"lr", sgd.param_groups().front().options().get_lr()}}, step);
       if (preemption.requested()) accelerator.set_trigger();
       if (accelerator.check_trigger()) {
         const auto saved = accelerator.save_state();
-        progress.end_epoch();
+        progress.finish();
         accelerator.print("train: checkpoint " + saved.string() + " at step " + std::to_string(step));
         accelerator.print("train: stopping for requeue after step " + std::to_string(step));
         accelerator.end_training();
@@ -222,7 +206,7 @@ int run(const TrainOptions& options) {
       }
       if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) {
         const auto saved = accelerator.save_state();
-        if (accelerator.is_main_process() && !progress.on_terminal()) {
+        if (accelerator.is_main_process() && !on_terminal) {
           std::cout << "train: checkpoint " << saved.string() << " at step " << step << std::endl;
         }
       }
@@ -231,7 +215,7 @@ int run(const TrainOptions& options) {
         break;
       }
     }
-    progress.end_epoch();
+    progress.finish();
     const Metrics metrics = evaluate(accelerator, net, *eval_loader);
     accelerator.log({{"eval_loss", metrics.loss}, {"eval_accuracy", metrics.accuracy}, {"epoch", epoch}},
                     accelerator.step());
