@@ -21,7 +21,7 @@ namespace accelerate {
 /// How progress is shown.
 enum class ProgressStyle {
   Auto,   ///< Bar on a terminal, Lines otherwise
-  Bar,    ///< one line redrawn in place with '\r', ended by a newline
+  Bar,    ///< one line redrawn in place (a carriage return first), ended by a newline
   Lines,  ///< a complete line at most every line_interval, and the last one
   Off,    ///< nothing
 };
