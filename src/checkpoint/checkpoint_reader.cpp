@@ -170,11 +170,32 @@ struct CheckpointReader::Impl {
   }
 
   // Reads replicated entries into their destinations on every rank; `call`
-  // names the public function for a collective-mismatch error. Entries
-  // stored as raw bytes go through read_direct() together (one checksum
-  // exchange and one broadcast per rank for the whole batch); any others
-  // through HDF5, one by one. Collective.
+  // names the public function for a collective-mismatch error. Collective.
+  // Batches of about options.batch_bytes, in order, so that progress is
+  // reported as the load goes; every rank cuts at the same places, since each
+  // destination's size must equal its entry's (read_one_batch checks).
   void read_batch(const std::vector<std::pair<std::string, at::Tensor>>& reads, std::string_view call) {
+    std::vector<std::pair<std::string, at::Tensor>> batch;
+    std::uint64_t batch_bytes = 0;
+    const auto flush = [&] {
+      read_one_batch(batch, call);
+      if (options.on_progress) options.on_progress(batch_bytes);
+      batch.clear();
+      batch_bytes = 0;
+    };
+    for (const auto& read : reads) {
+      const auto bytes = static_cast<std::uint64_t>(read.second.numel()) * read.second.element_size();
+      if (!batch.empty() && batch_bytes + bytes > options.batch_bytes) flush();
+      batch.push_back(read);
+      batch_bytes += bytes;
+    }
+    if (!batch.empty() || reads.empty()) flush();
+  }
+
+  // One batch: entries stored as raw bytes go through read_direct() together
+  // (one checksum exchange and one broadcast per rank for the batch); any
+  // others through HDF5, one by one.
+  void read_one_batch(const std::vector<std::pair<std::string, at::Tensor>>& reads, std::string_view call) {
     std::string description = "read";
     std::vector<const IndexedEntry*> found;
     for (const auto& [name, destination] : reads) {
@@ -410,6 +431,7 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
                     std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
   }
+  if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(result.nbytes()));
   return result;
 }
 
@@ -441,6 +463,7 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
     throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
                     std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
   }
+  if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(width));
   row_bytes.resize(static_cast<std::size_t>(entry.lengths.at(static_cast<std::size_t>(row))));
   return row_bytes;
 }

@@ -167,6 +167,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
   const std::uint32_t crc = combine_crc_in_rank_order(s.comm, local_crc, share_bytes);
   s.tag(dataset, name, data.scalar_type(), "replicated", crc);
   dataset.close(s.where(name));
+  if (s.options.on_progress) s.options.on_progress(bytes);
 }
 
 void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& tensor) {
@@ -195,6 +196,7 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
   s.tag(dataset, name, data.scalar_type(), "per_rank", crc);
   write_attribute(dataset.get(), "row_crc32c", row_crcs, s.where(name));
   dataset.close(s.where(name));
+  if (s.options.on_progress) s.options.on_progress(row_bytes);
 }
 
 void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<const std::byte> bytes) {
@@ -226,6 +228,7 @@ void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<con
   write_attribute(dataset.get(), "row_crc32c", row_crcs, s.where(name));
   write_attribute(dataset.get(), "lengths", lengths, s.where(name));
   dataset.close(s.where(name));
+  if (s.options.on_progress) s.options.on_progress(bytes.size());
 }
 
 void CheckpointWriter::set_attribute(std::string_view group, std::string_view name, const AttributeValue& value) {

@@ -255,6 +255,17 @@ void check_optimizer_supported(const optim::Optimizer& optimizer, std::string_vi
   (void)codec_for(optimizer, group);
 }
 
+std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
+  const Codec& codec = codec_for(optimizer, "optimizer");
+  std::uint64_t bytes = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    for (const auto& [name, tensor] : codec.save_state(*state).first) {
+      if (tensor.defined()) bytes += static_cast<std::uint64_t>(tensor.nbytes());
+    }
+  }
+  return bytes;
+}
+
 void write_optimizer(CheckpointWriter& writer, std::string_view group, const optim::Optimizer& optimizer) {
   const Codec& codec = codec_for(optimizer, group);
   const auto& state = optimizer.state();

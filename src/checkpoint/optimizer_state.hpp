@@ -6,6 +6,7 @@
 // are supported; other optimizers are refused with a ConfigError naming them.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace torch::optim {
@@ -21,6 +22,8 @@ namespace detail {
 
 /// Throws ConfigError (same on every rank) for an optimizer type that cannot be saved.
 void check_optimizer_supported(const torch::optim::Optimizer& optimizer, std::string_view group);
+/// Bytes of the per-parameter state tensors write_optimizer() writes (for progress).
+std::uint64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 void write_optimizer(CheckpointWriter& writer, std::string_view group, const torch::optim::Optimizer& optimizer);
 /// Replaces the optimizer's state and hyper-parameters with the checkpoint's.
 /// ConfigError when the parameter groups or the state do not fit this optimizer.

@@ -5,8 +5,11 @@
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -19,7 +22,9 @@
 #include "accelerate/checkpoint/module_state.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/random/rng_state.hpp"
+#include "accelerate/runtime/progress.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/optimizer_state.hpp"
 #include "detail/deadline_comm.hpp"
 
@@ -42,6 +47,60 @@ accelerate::detail::DeadlineComm file_comm(const State& state, const ProjectConf
 }
 
 accelerate::detail::DeadlineComm world_comm(const State& state) { return {state.world_comm(), state.timeout()}; }
+
+// The progress of a save or load on the main process, in MiB. The writer and
+// reader report every tensor they move; the total counts the large parts
+// (models and optimizers on save, the file's entries on load), so the count
+// is held at the total for the last small ones.
+class StateProgress {
+ public:
+  StateProgress(const State& state, const ProjectConfiguration& project, std::string label, std::uint64_t total_bytes)
+      : progress_(std::move(label), mebibytes(total_bytes), shown_on_main(state, project.progress)),
+        total_bytes_(total_bytes) {}
+
+  [[nodiscard]] std::function<void(std::uint64_t)> reporter() {
+    return [this](std::uint64_t bytes) { add(bytes); };
+  }
+  /// `bytes` more of the state moved.
+  void add(std::uint64_t bytes) {
+    bytes_ = std::min(bytes_ + bytes, total_bytes_);
+    const std::int64_t done = mebibytes(bytes_);
+    if (done > progress_.done()) progress_.advance(done - progress_.done());
+  }
+  void finish() { progress_.finish(); }
+
+ private:
+  static constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+  static std::int64_t mebibytes(std::uint64_t bytes) { return static_cast<std::int64_t>((bytes + kMiB - 1) / kMiB); }
+  static ProgressOptions shown_on_main(const State& state, ProgressOptions options) {
+    options.shown = options.shown && state.is_main_process();
+    return options;
+  }
+
+  Progress progress_;
+  std::uint64_t total_bytes_;
+  std::uint64_t bytes_ = 0;
+};
+
+std::uint64_t large_state_bytes(const TrainingStateRefs& refs) {
+  std::uint64_t bytes = 0;
+  for (torch::nn::Module* model : refs.models) {
+    for (const auto& [name, tensor] : module_state(*model)) bytes += static_cast<std::uint64_t>(tensor.nbytes());
+  }
+  for (torch::optim::Optimizer* optimizer : refs.optimizers) bytes += detail::optimizer_state_bytes(*optimizer);
+  return bytes;
+}
+
+// What a load reads at most: every replicated entry, one row of the others.
+std::uint64_t entry_bytes(const CheckpointReader& reader) {
+  std::uint64_t bytes = 0;
+  for (const EntryInfo& entry : reader.entries("")) {
+    std::uint64_t elements = 1;
+    for (const std::int64_t extent : entry.spec.shape) elements *= static_cast<std::uint64_t>(extent);
+    bytes += elements * c10::elementSize(detail::dtype_from_name(entry.spec.dtype, entry.spec.name));
+  }
+  return bytes;
+}
 
 void write_counters(CheckpointWriter& writer, const std::string& group, const CounterState& counters) {
   writer.set_attribute(group, "kind", std::string("counters"));
@@ -217,14 +276,17 @@ fs::path save_training_state(const State& state, ProjectConfiguration& project,
                                       .timeout = state.timeout()});
   std::exception_ptr failure;
   try {
+    StateProgress progress(state, project, "save_state '" + directory.string() + "' (MiB)", large_state_bytes(refs));
     CheckpointWriter writer({.comm = file_comm(state, project).get(),
                              .file = staged.file_path(),
                              .num_nodes = state.num_nodes(),
                              .node_index = project.save_on_each_node ? state.node_index() : 0,
-                             .timeout = state.timeout()},
+                             .timeout = state.timeout(),
+                             .on_progress = progress.reporter()},
                             info);
     write_state(writer, refs);
     writer.close();
+    progress.finish();
   } catch (...) {
     failure = std::current_exception();
   }
@@ -301,8 +363,17 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
                       "' is not a complete checkpoint on every rank (no manifest.json, or a file listed in it is "
                       "missing or truncated). Pass a checkpoint directory written by save_state.");
   }
-  CheckpointReader reader({.comm = file_comm(state, project).get(), .file = file, .timeout = state.timeout()});
+  // The total comes from the file's index, which the reader opens first.
+  std::optional<StateProgress> progress;
+  CheckpointReader reader({.comm = file_comm(state, project).get(),
+                           .file = file,
+                           .timeout = state.timeout(),
+                           .on_progress = [&progress](std::uint64_t bytes) {
+                             if (progress) progress->add(bytes);
+                           }});
+  progress.emplace(state, project, "load_state '" + loaded.directory.string() + "' (MiB)", entry_bytes(reader));
   read_state(reader, refs, strict, file_comm(state, project).size(), loaded);
+  progress->finish();
   const CheckpointHeader& header = reader.header();
   loaded.step = header.step;
   loaded.iteration = header.iteration;

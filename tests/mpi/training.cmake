@@ -15,3 +15,9 @@ accelerate_add_mpi_test(profiler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiler
 # LocalSGD: parameter averaging every k steps against an in-process simulation.
 accelerate_add_mpi_test(local_sgd_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_sgd_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training gpu)
+# save_state/load_state progress: lines in a log, a bar on a pseudo-terminal, main process only.
+if(ACCELERATE_HAVE_HDF5)
+  accelerate_add_mpi_test(checkpoint_progress_test
+                          SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_progress_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)
+endif()

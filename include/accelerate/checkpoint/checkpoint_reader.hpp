@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,13 @@ struct ReaderOptions {
   /// HDF5) for the slowest rank before throwing TimeoutError, which names
   /// the ranks that never arrived (load_state passes State::timeout()).
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  /// A load_into() or read_replicated() of many tensors is read in batches
+  /// of about this many bytes (a tensor larger than it is one batch), so
+  /// that on_progress is called as the load goes.
+  std::size_t batch_bytes = std::size_t{512} << 20;
+  /// Called on every rank after each batch of replicated tensors and each
+  /// per-rank row is read, with the bytes read: for progress displays.
+  std::function<void(std::uint64_t bytes)> on_progress{};
 };
 
 enum class EntryKind { Replicated, PerRank, PerRankBytes };

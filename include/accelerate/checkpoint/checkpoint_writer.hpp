@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,6 +59,9 @@ struct WriterOptions {
   /// Deadline of each collective step outside HDF5; a rank that does not
   /// arrive in time becomes a TimeoutError naming it (save_state passes State::timeout()).
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  /// Called on every rank after each tensor or blob is written, with its
+  /// whole size in bytes (not this rank's share): for progress displays.
+  std::function<void(std::uint64_t bytes)> on_progress{};
 };
 
 /// Training-loop position recorded in the root attributes.

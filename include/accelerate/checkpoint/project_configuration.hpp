@@ -2,10 +2,13 @@
 // automatic checkpoint naming scheme <project_dir>/checkpoints/checkpoint_<i>.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+
+#include "accelerate/runtime/progress.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -23,6 +26,10 @@ struct ProjectConfiguration {
   std::int64_t iteration = 0;
   /// Each node writes (and reads) its own copy, for node-local disks.
   bool save_on_each_node = false;
+  /// How save_state/load_state show their progress in MiB of state (ours;
+  /// Accelerate has none): on the main process, only for work that lasts
+  /// past the delay, a bar on a terminal and a line every 10 s in a log.
+  ProgressOptions progress{.delay = std::chrono::seconds(2), .line_interval = std::chrono::seconds(10)};
 
   /// Sets project_dir and, when it is unset, logging_dir (seeds: set_directories).
   void set_directories(const std::string& project_dir);
