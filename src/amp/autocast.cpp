@@ -10,6 +10,7 @@
 #include <string>
 
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/availability.hpp"
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 #define ACCELERATE_AUTOCAST_DEVICE_API 1
@@ -22,12 +23,14 @@ namespace accelerate {
 namespace {
 
 void check_pair(c10::DeviceType device_type, c10::ScalarType dtype) {
-  const bool supported = (device_type == c10::DeviceType::CPU && dtype == c10::kBFloat16) ||
+  const bool cpu_half = dtype == c10::kHalf && is_cpu_fp16_autocast_available();
+  const bool supported = (device_type == c10::DeviceType::CPU && (dtype == c10::kBFloat16 || cpu_half)) ||
                          (device_type == c10::DeviceType::CUDA && (dtype == c10::kHalf || dtype == c10::kBFloat16));
   if (supported) return;
   throw ConfigError(detail::where() + " AutocastGuard: autocast to " + std::string(c10::toString(dtype)) + " on " +
-                    c10::DeviceTypeName(device_type, /*lower_case=*/true) +
-                    " is not supported. Use bfloat16 on cpu, or float16/bfloat16 on cuda.");
+                    c10::DeviceTypeName(device_type, /*lower_case=*/true) + " is not supported with LibTorch " +
+                    torch_version() +
+                    ". Use bfloat16 on cpu (float16 too from LibTorch 2.5), or float16/bfloat16 on cuda.");
 }
 
 void check_device(c10::DeviceType device_type, const char* call) {

@@ -51,6 +51,8 @@ bool is_bf16_available() {
   return true;
 }
 
+bool is_cpu_fp16_autocast_available() { return is_torch_version(">=", "2.5"); }
+
 std::string torch_version() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
          std::to_string(TORCH_VERSION_PATCH);

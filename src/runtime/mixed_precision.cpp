@@ -32,17 +32,4 @@ std::string_view to_string(MixedPrecision mode) noexcept {
   return "?";
 }
 
-void check_mixed_precision_supported(MixedPrecision mode, std::string_view device) {
-  const std::string type(device.substr(0, device.find(':')));
-  if (type != "cpu" && type != "cuda") {
-    throw ConfigError(detail::where() + " mixed_precision: device '" + std::string(device) +
-                      "' is neither cpu nor cuda; mixed precision is supported on those two only.");
-  }
-  if (mode == MixedPrecision::FP16 && type == "cpu") {
-    throw ConfigError(detail::where() +
-                      " mixed_precision: \"fp16\" needs a CUDA device, and this process runs on the CPU. Use "
-                      "\"bf16\" (CPU autocast is bfloat16) or \"no\".");
-  }
-}
-
 }  // namespace accelerate

@@ -21,3 +21,6 @@ if(ACCELERATE_HAVE_HDF5)
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_progress_test.cpp
                           NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)
 endif()
+# mixed_precision "fp16" on the CPU through the Accelerator (LibTorch 2.5 and newer; skips on older).
+accelerate_add_mpi_test(accelerator_fp16_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_fp16_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 120 LABELS training amp)

@@ -6,6 +6,7 @@
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
+#include "accelerate/runtime/availability.hpp"
 #include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/error.hpp"
 #include "common/test_helpers.hpp"
@@ -379,9 +380,26 @@ TEST(Autocast, CudaStateIsSetAndRestoredWithoutTouchingCpu) {
   EXPECT_EQ(accelerate::autocast_dtype(c10::DeviceType::CUDA), was_dtype);
 }
 
+// float16 on the CPU: computed in float16 where LibTorch can (2.5 and newer),
+// refused with the version and the alternative otherwise.
+TEST(Autocast, CpuFloat16FollowsTheLibTorchVersion) {
+  EXPECT_EQ(accelerate::is_cpu_fp16_autocast_available(), accelerate::is_torch_version(">=", "2.5"));
+  if (!accelerate::is_cpu_fp16_autocast_available()) {
+    const auto message = error_of([] { accelerate::AutocastGuard g(c10::DeviceType::CPU, c10::kHalf); });
+    EXPECT_NE(message.find("bfloat16 on cpu"), std::string::npos) << message;
+    EXPECT_NE(message.find(accelerate::torch_version()), std::string::npos) << message;
+    return;
+  }
+  const auto a = torch::randn({4, 4});
+  {
+    accelerate::AutocastGuard guard(c10::DeviceType::CPU, c10::kHalf);
+    EXPECT_EQ(accelerate::autocast_dtype(c10::DeviceType::CPU), c10::kHalf);
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kHalf);
+  }
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
+}
+
 TEST(Autocast, RejectsUnsupportedPairs) {
-  EXPECT_NE(error_of([] { accelerate::AutocastGuard g(c10::DeviceType::CPU, c10::kHalf); }).find("bfloat16 on cpu"),
-            std::string::npos);
   EXPECT_THROW(accelerate::AutocastGuard g(c10::DeviceType::CUDA, c10::kFloat), ConfigError);
   EXPECT_THROW(accelerate::AutocastGuard g(c10::DeviceType::XLA, c10::kBFloat16), ConfigError);
   EXPECT_FALSE(accelerate::is_autocast_enabled(c10::DeviceType::CPU));
@@ -410,9 +428,13 @@ TEST(MixedPrecision, DeviceSupport) {
   EXPECT_NO_THROW(accelerate::check_mixed_precision_supported(MixedPrecision::BF16, "cpu"));
   EXPECT_NO_THROW(accelerate::check_mixed_precision_supported(MixedPrecision::No, "cpu"));
   EXPECT_NO_THROW(accelerate::check_mixed_precision_supported(MixedPrecision::FP16, "cuda:1"));
-  const auto message =
-      error_of([] { accelerate::check_mixed_precision_supported(MixedPrecision::FP16, "cpu"); });
-  EXPECT_NE(message.find("Use \"bf16\""), std::string::npos) << message;
+  if (accelerate::is_cpu_fp16_autocast_available()) {
+    EXPECT_NO_THROW(accelerate::check_mixed_precision_supported(MixedPrecision::FP16, "cpu"));
+  } else {
+    const auto message = error_of([] { accelerate::check_mixed_precision_supported(MixedPrecision::FP16, "cpu"); });
+    EXPECT_NE(message.find("Use \"bf16\""), std::string::npos) << message;
+    EXPECT_NE(message.find("LibTorch 2.5"), std::string::npos) << message;
+  }
   EXPECT_THROW(accelerate::check_mixed_precision_supported(MixedPrecision::BF16, "mps"), ConfigError);
 }
 

@@ -11,7 +11,8 @@
 //     ...                                   // fp32 here
 //   }                                       // bf16 again
 //
-// Supported: CPU with bfloat16; CUDA with float16 or bfloat16. Anything else
+// Supported: CPU with bfloat16 (and float16 with LibTorch 2.5 or newer,
+// is_cpu_fp16_autocast_available()); CUDA with float16 or bfloat16. Anything else
 // throws ConfigError. Autocast state is per thread: a guard affects only the
 // thread that created it and must die on that thread.
 #pragma once

@@ -21,6 +21,10 @@ bool is_hwloc_available();
 /// bfloat16 math is usable: on the CPU always (LibTorch emulates it), on
 /// CUDA when every visible GPU has compute capability 8.0 or newer.
 bool is_bf16_available();
+/// CPU autocast can compute in float16: LibTorch 2.5 or newer (PyTorch
+/// documents float16 CPU autocast from 2.5; 1.13's CPU autocast is bfloat16
+/// only). Decides whether mixed_precision "fp16" is accepted on the CPU.
+bool is_cpu_fp16_autocast_available();
 
 /// The LibTorch version this library was compiled against, e.g. "1.13.0".
 std::string torch_version();

@@ -23,10 +23,11 @@ MixedPrecision parse_mixed_precision(std::string_view text);
 std::string_view to_string(MixedPrecision mode) noexcept;
 
 /// Checks that `mode` can run on a device of this type ("cpu", "cuda",
-/// "cuda:1", …). fp16 on the CPU throws ConfigError: LibTorch's CPU autocast
-/// is bfloat16-only in 1.13 and Accelerate does not scale the loss on a CPU
-/// either (it silently trains in fp32; here that silent downgrade is an
-/// error that says to use bf16). Unknown device types throw too.
+/// "cuda:1", …). fp16 on the CPU needs float16 CPU autocast (LibTorch 2.5 or
+/// newer, is_cpu_fp16_autocast_available()); with an older LibTorch it throws
+/// ConfigError naming the version and bf16. Accelerate trains fp16 on a CPU
+/// silently in fp32; here the request does what it says or fails. Unknown
+/// device types throw too.
 void check_mixed_precision_supported(MixedPrecision mode, std::string_view device);
 
 }  // namespace accelerate

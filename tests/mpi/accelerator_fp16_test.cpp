@@ -1,0 +1,160 @@
+// mixed_precision "fp16" through the Accelerator on the CPU, where LibTorch
+// autocasts to float16 there (2.5 and newer; skipped with the reason on
+// older ones, where fp16 on the CPU is refused): the forward runs in float16
+// and returns fp32, backward scales the loss, an overflow on one rank skips
+// the step on every rank and backs the scale off everywhere, clipping
+// unscales first, and the scaler's state survives save_state/load_state.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "accelerate/runtime/availability.hpp"
+#include "accelerate/training/accelerator.hpp"
+#include "common/gpu_skip.hpp"
+#include "common/test_helpers.hpp"
+
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
+namespace {
+
+namespace acc = accelerate;
+namespace fs = std::filesystem;
+using acc::testing::world_rank;
+using acc::testing::world_size;
+
+class AcceleratorFp16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!acc::is_cpu_fp16_autocast_available()) {
+      GTEST_SKIP() << "LibTorch " << acc::torch_version()
+                   << " has no float16 CPU autocast (2.5 and newer do); fp16 on the CPU is refused here";
+    }
+  }
+};
+
+struct Net : torch::nn::Module {
+  Net() {
+    torch::manual_seed(3);
+    fc1 = register_module("fc1", torch::nn::Linear(6, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::relu(fc1->forward(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+std::vector<torch::Tensor> snapshot(torch::nn::Module& net) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : net.parameters()) copies.push_back(p.detach().clone());
+  return copies;
+}
+
+bool unchanged(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// Every rank's value of `value`, gathered on every rank.
+std::vector<double> gathered(acc::Accelerator& accelerator, double value) {
+  const auto all = accelerator.gather(torch::full({1}, value, torch::kDouble));
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+}
+
+TEST_F(AcceleratorFp16, ForwardRunsInFloat16AndReturnsFp32) {
+  acc::Accelerator accelerator({.mixed_precision = "fp16"});
+  ASSERT_NE(accelerator.scaler(), nullptr);
+  auto net = std::make_shared<Net>();
+  auto model = accelerator.prepare(net);
+  EXPECT_EQ(model->forward<Net>(torch::randn({4, 6})).scalar_type(), torch::kFloat);  // convert_outputs_to_fp32
+  {
+    auto autocast = accelerator.autocast();
+    EXPECT_EQ(net->fc1->forward(torch::randn({2, 6})).scalar_type(), torch::kHalf);
+  }
+  EXPECT_EQ(net->fc1->weight.scalar_type(), torch::kFloat);  // fp32 master weights
+}
+
+TEST_F(AcceleratorFp16, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
+  acc::Accelerator accelerator({.mixed_precision = "fp16", .scaler_kwargs = {.init_scale = 1024.0}});
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), 0.05);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  const int last = world_size() - 1;
+  torch::manual_seed(100 + world_rank());
+  const auto x = torch::randn({8, 6});
+  for (int step = 0; step < 3; ++step) {
+    const bool overflow = step == 1;
+    auto loss = model->forward<Net>(x).pow(2).mean();
+    // Only the last rank overflows; the gradient all-reduce carries the inf to all.
+    if (overflow && world_rank() == last) loss = loss * std::numeric_limits<float>::infinity();
+    accelerator.backward(loss);
+    const auto before = snapshot(*net);
+    optimizer->step();
+    optimizer->zero_grad();
+    const bool skipped = accelerator.optimizer_step_was_skipped();
+    EXPECT_EQ(skipped, overflow) << "step " << step;
+    EXPECT_EQ(unchanged(snapshot(*net), before), overflow) << "step " << step;
+    for (const double scale : gathered(accelerator, accelerator.scaler()->get_scale())) {
+      EXPECT_EQ(scale, step == 0 ? 1024.0 : 512.0) << "step " << step;
+    }
+  }
+  // Every rank holds the same parameters after the skipped step and the next one.
+  for (const auto& p : net->parameters()) {
+    const auto all = accelerator.gather(p.detach().reshape({1, -1}));
+    for (int r = 1; r < world_size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0]));
+  }
+}
+
+TEST_F(AcceleratorFp16, ClippingUnscalesTheGradientsFirst) {
+  acc::Accelerator accelerator({.mixed_precision = "fp16", .scaler_kwargs = {.init_scale = 4096.0}});
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), 0.05);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  accelerator.backward(model->forward<Net>(torch::ones({4, 6})).sum());
+  // The gradients hold the loss scaled by 4096; the norm clipping sees (and
+  // returns) is that of the true gradient, 4096 times smaller.
+  double scaled_squares = 0;
+  for (const auto& p : net->parameters()) scaled_squares += p.grad().pow(2).sum().item<double>();
+  const auto norm = accelerator.clip_grad_norm_(net->parameters(), 1e6);
+  ASSERT_TRUE(norm.has_value());
+  EXPECT_NEAR(*norm, std::sqrt(scaled_squares) / 4096.0, 1e-4 * *norm);
+  optimizer->step();
+  EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+}
+
+TEST_F(AcceleratorFp16, TheScalersStateIsSavedAndRestored) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_fp16_state");
+  {
+    acc::Accelerator accelerator({.mixed_precision = "fp16", .scaler_kwargs = {.init_scale = 256.0}});
+    auto net = std::make_shared<Net>();
+    torch::optim::SGD sgd(net->parameters(), 0.05);
+    auto [model, optimizer] = accelerator.prepare(net, sgd);
+    // One overflow (scale 128), then one good step (growth tracker 1).
+    for (const float factor : {std::numeric_limits<float>::infinity(), 1.0F}) {
+      accelerator.backward(model->forward<Net>(torch::ones({2, 6})).sum() * factor);
+      optimizer->step();
+      optimizer->zero_grad();
+    }
+    EXPECT_EQ(accelerator.scaler()->get_scale(), 128.0);
+    accelerator.save_state(dir / "ckpt");
+  }
+  acc::Accelerator resumed({.mixed_precision = "fp16", .scaler_kwargs = {.init_scale = 65536.0}});
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), 0.05);
+  auto [model, optimizer] = resumed.prepare(net, sgd);
+  resumed.load_state(dir / "ckpt");
+  EXPECT_EQ(resumed.scaler()->get_scale(), 128.0);
+  EXPECT_EQ(resumed.scaler()->state().growth_tracker, 1);
+  acc::testing::remove_shared_directory(dir);
+}
+
+}  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
