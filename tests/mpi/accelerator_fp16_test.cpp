@@ -2,11 +2,13 @@
 // autocasts to float16 there (2.5 and newer; skipped with the reason on
 // older ones, where fp16 on the CPU is refused): the forward runs in float16
 // and returns fp32, backward scales the loss, an overflow on one rank skips
-// the step on every rank and backs the scale off everywhere, clipping
-// unscales first, and the scaler's state survives save_state/load_state.
+// the step on every rank and backs the scale off everywhere, gradients are
+// unscaled once (unscale_gradients, clipping by norm and by value), and the
+// scaler's state survives save_state/load_state.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -127,6 +129,37 @@ TEST_F(AcceleratorFp16, ClippingUnscalesTheGradientsFirst) {
   EXPECT_NEAR(*norm, std::sqrt(scaled_squares) / 4096.0, 1e-4 * *norm);
   optimizer->step();
   EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+}
+
+TEST_F(AcceleratorFp16, UnscaleGradientsOnceAndClipTheTrueValues) {
+  acc::Accelerator accelerator({.mixed_precision = "fp16", .scaler_kwargs = {.init_scale = 1024.0}});
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), 0.05);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  accelerator.backward(model->forward<Net>(torch::ones({4, 6})).sum());
+  std::vector<torch::Tensor> scaled;
+  double largest = 0;
+  for (const auto& p : net->parameters()) {
+    scaled.push_back(p.grad().clone());
+    largest = std::max(largest, p.grad().abs().max().item<double>() / 1024.0);
+  }
+  accelerator.unscale_gradients();
+  accelerator.unscale_gradients();  // once per step: the second call changes nothing
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    EXPECT_TRUE(torch::equal(net->parameters()[i].grad() * 1024.0, scaled[i])) << "parameter " << i;
+  }
+  // A bound above every true gradient and below the scaled ones: a clip that
+  // saw the scaled values would change them.
+  accelerator.clip_grad_value_(net->parameters(), 2.0 * largest);
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    EXPECT_TRUE(torch::equal(net->parameters()[i].grad() * 1024.0, scaled[i])) << "parameter " << i;
+  }
+  const auto before = snapshot(*net);
+  optimizer->step();  // not unscaled again
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    const auto expected = before[i] - 0.05 * scaled[i] / 1024.0;
+    EXPECT_TRUE(torch::allclose(net->parameters()[i].detach(), expected, 1e-6, 1e-7)) << "parameter " << i;
+  }
 }
 
 TEST_F(AcceleratorFp16, TheScalersStateIsSavedAndRestored) {
