@@ -56,6 +56,7 @@
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "accelerate/training/gradient_state.hpp"
 #include "accelerate/training/local_sgd.hpp"
+#include "accelerate/training/sharded_optimizer.hpp"
 #include "accelerate/training/prepared_model.hpp"
 
 #if ACCELERATE_HAVE_HDF5

@@ -13,6 +13,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
+#include "common/world_group.hpp"
 #include "training/gradient_bucket_plan.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
@@ -54,14 +55,8 @@ struct Empty : torch::nn::Module {};
 
 class DistributedModelTest : public ::testing::Test {
  protected:
-  static acc::ProcessGroupOptions options() {
-    acc::ProcessGroupOptions o;
-    o.timeout = std::chrono::seconds(60);
-    o.abort_on_timeout = true;
-    return o;
-  }
   acc::State state;
-  std::unique_ptr<acc::ProcessGroup> group = acc::ProcessGroup::world(state, options());
+  std::unique_ptr<acc::ProcessGroup> group = acc::testing::world_group(state);
   const int rank = group->rank();
   const int size = group->size();
 
@@ -74,8 +69,7 @@ class DistributedModelTest : public ::testing::Test {
     torch::manual_seed(seed);
     return std::make_shared<NetImpl>();
   }
-  static void expect_same_parameters(torch::nn::Module& a, torch::nn::Module& b, double atol,
-                                     const std::string& what) {
+  static void expect_same_parameters(torch::nn::Module& a, torch::nn::Module& b, double atol, const std::string& what) {
     auto pa = a.named_parameters();
     auto pb = b.named_parameters();
     ASSERT_EQ(pa.size(), pb.size());
@@ -273,7 +267,7 @@ TEST_F(DistributedModelTest, FindUnusedParametersWithSkippedBranch) {
 TEST_F(DistributedModelTest, BucketAssignment) {
   torch::manual_seed(1);
   auto net = std::make_shared<NetImpl>(10);  // fc1 8x10 (+10), fc2 10x16 (+16), fc3 16x4 (+4)
-  const std::vector<std::string> expected_names = {"fc1.weight", "fc1.bias", "fc2.weight",
+  const std::vector<std::string> expected_names = {"fc1.weight", "fc1.bias",   "fc2.weight",
                                                    "fc2.bias",   "fc3.weight", "fc3.bias"};
   {
     acc::DistributedModel model(net, *group);
@@ -296,10 +290,11 @@ TEST_F(DistributedModelTest, BucketAssignment) {
   }
   // The plan itself: dtype/device-homogeneous buckets, cap respected.
   using acc::detail::GradientSlotInfo;
-  std::vector<GradientSlotInfo> slots = {
-      {c10::kFloat, c10::Device(c10::kCPU), 100}, {c10::kDouble, c10::Device(c10::kCPU), 10},
-      {c10::kFloat, c10::Device(c10::kCPU), 100}, {c10::kDouble, c10::Device(c10::kCPU), 10},
-      {c10::kFloat, c10::Device(c10::kCPU), 300}};
+  std::vector<GradientSlotInfo> slots = {{c10::kFloat, c10::Device(c10::kCPU), 100},
+                                         {c10::kDouble, c10::Device(c10::kCPU), 10},
+                                         {c10::kFloat, c10::Device(c10::kCPU), 100},
+                                         {c10::kDouble, c10::Device(c10::kCPU), 10},
+                                         {c10::kFloat, c10::Device(c10::kCPU), 300}};
   const auto plan = acc::detail::plan_gradient_buckets(slots, 800, 800);
   const std::vector<std::vector<std::size_t>> expected = {{4}, {3, 1}, {2, 0}};
   EXPECT_EQ(plan, expected);
