@@ -266,7 +266,9 @@ std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
   return bytes;
 }
 
-void write_optimizer(CheckpointWriter& writer, std::string_view group, const optim::Optimizer& optimizer) {
+void write_optimizer(CheckpointWriter& writer, std::string_view group, const optim::Optimizer& optimizer,
+                     int sharded_over) {
+  const bool per_rank = sharded_over > 0;
   const Codec& codec = codec_for(optimizer, group);
   const auto& state = optimizer.state();
   using Map = std::decay_t<decltype(state)>;
@@ -278,6 +280,7 @@ void write_optimizer(CheckpointWriter& writer, std::string_view group, const opt
     group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
   }
   writer.set_attribute(group, "param_group_sizes", group_sizes);
+  if (per_rank) writer.set_attribute(group, "sharded_world_size", static_cast<std::int64_t>(sharded_over));
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     for (const auto& [name, value] : codec.save_options(optimizer.param_groups()[g].options())) {
       writer.set_attribute(param_group_name(group, g), name, value);
@@ -290,12 +293,18 @@ void write_optimizer(CheckpointWriter& writer, std::string_view group, const opt
     const std::string prefix = state_group(group, p);
     if (step) writer.set_attribute(prefix, "step", *step);
     for (const auto& [name, tensor] : fields) {
-      if (tensor.defined()) writer.write_replicated(prefix + "/" + name, tensor);
+      if (!tensor.defined()) continue;
+      if (per_rank) {
+        writer.write_per_rank(prefix + "/" + name, tensor);
+      } else {
+        writer.write_replicated(prefix + "/" + name, tensor);
+      }
     }
   }
 }
 
-void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer) {
+void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer, int sharded_over) {
+  const bool per_rank = sharded_over > 0;
   const Codec& codec = codec_for(optimizer, group);
   const std::string where = "checkpoint '" + reader.file().string() + "', group '" + std::string(group) + "'";
   const auto saved_name = reader.attribute(group, "optimizer");
@@ -305,6 +314,22 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
                       " optimizer state, but this optimizer is " + codec.name +
                       ". Prepare the same optimizer types in the same order as when saving.");
   }
+  const auto sharded = reader.attribute(group, "sharded_world_size");
+  if (sharded.has_value() != per_rank) {
+    throw ConfigError(where + (per_rank ? ": the checkpoint holds the whole optimizer state, but this optimizer is "
+                                          "sharded (ZeRO). Load it without sharding, or start the sharded run afresh."
+                                        : ": the checkpoint holds optimizer state sharded over " +
+                                              std::to_string(std::get<std::int64_t>(*sharded)) +
+                                              " ranks (ZeRO), but this optimizer is not sharded. Load it with the "
+                                              "same sharding."));
+  }
+  if (per_rank && std::get<std::int64_t>(*sharded) != sharded_over) {
+    throw ConfigError(where + ": the optimizer state was sharded over " +
+                      std::to_string(std::get<std::int64_t>(*sharded)) + " ranks and " + std::to_string(sharded_over) +
+                      " ranks load it; resharding optimizer state is not built yet. Resume on " +
+                      std::to_string(std::get<std::int64_t>(*sharded)) + " ranks.");
+  }
+
   std::vector<std::int64_t> group_sizes;
   for (const auto& param_group : optimizer.param_groups()) {
     group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
@@ -333,7 +358,12 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
     names.push_back(entry.spec.name);
     slots.emplace_back(index, rest.substr(slash + 1));
   }
-  std::vector<at::Tensor> tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
+  std::vector<at::Tensor> tensors;
+  if (per_rank) {
+    for (const std::string& name : names) tensors.push_back(reader.read_per_rank(name));
+  } else {
+    tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
+  }
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const auto& [index, field] = slots[k];
     fields[index][field] = tensors[k].to(parameters[index].device());

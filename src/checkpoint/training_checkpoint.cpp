@@ -146,6 +146,10 @@ void read_rng_states(CheckpointReader& reader) {
   }
 }
 
+int sharded_over(const TrainingStateRefs& refs, std::size_t optimizer) {
+  return optimizer < refs.optimizer_shards.size() ? refs.optimizer_shards[optimizer] : 0;
+}
+
 void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
     const std::string group = indexed_group(MODEL_NAME, i);
@@ -153,7 +157,7 @@ void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
       writer.write_replicated(group + "/" + name, tensor);
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i]);
+    detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], sharded_over(refs, i));
   }
   for (std::size_t i = 0; i < refs.schedulers.size(); ++i) {
     write_counters(writer, indexed_group(SCHEDULER_NAME, i), refs.schedulers[i]);
@@ -211,7 +215,7 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
     read_counters(reader, indexed_group(SCHEDULER_NAME, i), refs.schedulers[i]);
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::read_optimizer(reader, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i]);
+    detail::read_optimizer(reader, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], sharded_over(refs, i));
   }
   if (refs.scaler != nullptr && refs.scaler->is_enabled()) {
     const std::string group(SCALER_NAME);

@@ -4,6 +4,7 @@
 
 #include "accelerate/amp/grad_scaler.hpp"
 #include "accelerate/training/gradient_state.hpp"
+#include "accelerate/training/sharded_optimizer.hpp"
 
 namespace accelerate {
 
@@ -22,6 +23,9 @@ void AcceleratedOptimizer::step() {
     // GradScaler::step unscales unless unscale_ ran for this optimizer.
     step_was_skipped_ = !scaler_->step(*optimizer_);
     scaler_->update();
+  } else if (sharded_) {
+    sharded_->step();
+    step_was_skipped_ = false;
   } else {
     optimizer_->step();
     step_was_skipped_ = false;
@@ -33,8 +37,14 @@ void AcceleratedOptimizer::step() {
 void AcceleratedOptimizer::zero_grad() {
   gradient_state_watch_.check("AcceleratedOptimizer::zero_grad");
   if (!gradient_state_->sync_gradients()) return;
-  optimizer_->zero_grad();
+  if (sharded_) {
+    sharded_->zero_grad();
+  } else {
+    optimizer_->zero_grad();
+  }
 }
+
+void AcceleratedOptimizer::shard_with(std::shared_ptr<ShardedOptimizer> sharded) { sharded_ = std::move(sharded); }
 
 std::vector<torch::optim::OptimizerParamGroup>& AcceleratedOptimizer::param_groups() {
   return optimizer_->param_groups();

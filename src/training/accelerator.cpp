@@ -18,6 +18,7 @@
 #include "accelerate/runtime/logging.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
+#include "accelerate/training/sharded_optimizer.hpp"
 #include "detail/profile_range.hpp"
 
 namespace accelerate {
@@ -125,6 +126,13 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   group_options.debug_mode = settings_.debug_mode;
   world_ = ProcessGroup::world(*state_, group_options);
   if (settings_.mixed_precision == MixedPrecision::FP16) scaler_ = std::make_unique<GradScaler>(options_.scaler_kwargs);
+  if (options_.fsdp_plugin) zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
+  if (zero_stage_ && scaler_) {
+    throw ConfigError(detail::where() +
+                      " Accelerator: fp16 with a sharded optimizer (SHARD_GRAD_OP) is not built yet: the loss scaler "
+                      "would have to agree on overflows across shards. Use mixed_precision \"bf16\" or \"no\", or "
+                      "NO_SHARD.");
+  }
   if (!settings_.ignored_config_keys.empty() && state_->is_main_process()) {
     std::string keys;
     for (const std::string& key : settings_.ignored_config_keys) keys += (keys.empty() ? "" : ", ") + key;
@@ -175,6 +183,9 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   model_options.autocast_dtype = autocast_dtype_of(settings_.mixed_precision);
   model_options.autocast_kwargs = options_.autocast_kwargs;
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
+  // ZeRO stage 2: gradients stay local in backward; the sharded optimizer
+  // reduce-scatters them in step().
+  if (zero_stage_ == ZeroStage::Gradients) model->set_require_backward_grad_sync(false);
   models_.push_back(model);
   return model;
 }
@@ -184,6 +195,12 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                                                          [this](const AcceleratedOptimizer& stepped) {
                                                            count_optimizer_step(stepped);
                                                          });
+  if (zero_stage_) {
+    prepared->shard_with(
+        std::make_shared<ShardedOptimizer>(optimizer, *world_,
+                                           ShardingOptions{.stage = *zero_stage_,
+                                                           .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb}));
+  }
   optimizers_.push_back(prepared);
   return prepared;
 }
@@ -254,15 +271,25 @@ void Accelerator::unscale_gradients() {
   for (const auto& optimizer : optimizers_) unscale_gradients(*optimizer);
 }
 
+void Accelerator::refuse_clipping_when_sharded(const char* call) const {
+  if (!zero_stage_) return;
+  throw ConfigError(detail::where() + " Accelerator::" + call +
+                    ": with SHARD_GRAD_OP the gradients are still local when this runs (they are reduce-scattered in "
+                    "the optimizer's step), so clipping them would clip the wrong values; clipping sharded gradients "
+                    "is not built yet (docs/sharding.md).");
+}
+
 std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                                    double norm_type) {
   if (!gradient_state_.sync_gradients()) return std::nullopt;
+  refuse_clipping_when_sharded("clip_grad_norm_");
   unscale_gradients();
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!gradient_state_.sync_gradients()) return;
+  refuse_clipping_when_sharded("clip_grad_value_");
   unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
@@ -321,7 +348,10 @@ bool Accelerator::check_trigger() {
 checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   checkpoint::TrainingStateRefs refs;
   for (const auto& model : models_) refs.models.push_back(model->module().get());
-  for (const auto& optimizer : optimizers_) refs.optimizers.push_back(&optimizer->optimizer());
+  for (const auto& optimizer : optimizers_) {
+    refs.optimizers.push_back(&optimizer->optimizer());
+    refs.optimizer_shards.push_back(optimizer->sharded() != nullptr ? world_->size() : 0);
+  }
   for (const auto& scheduler : schedulers_) {
     refs.schedulers.push_back({[scheduler] {
                                  return std::map<std::string, std::int64_t>{{"step_count", scheduler->step_count()}};

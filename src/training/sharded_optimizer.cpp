@@ -76,7 +76,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     sharding_error("bucket_cap_mb is " + std::to_string(options.bucket_cap_mb) + "; it must be positive.");
   }
   const int size = group.size();
-  const int rank = group.rank();
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     auto& param_group = optimizer.param_groups()[g];
@@ -96,6 +95,12 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       flat.offsets.push_back(flat.offsets.back() + p.numel());
     }
     if (flat.parameters.empty()) sharding_error("param group " + std::to_string(g) + " has no parameters.");
+    // Rank 0's values everywhere, as DistributedModel does: in stage 2 the
+    // module is not wrapped, and the shards must start from one model.
+    for (at::Tensor& p : flat.parameters) {
+      at::Tensor values = p.detach();
+      group.broadcast(values);
+    }
     // Every rank must cut the same buckets: compare the group's size.
     auto counts = at::tensor({flat.total(), -flat.total()}, at::kLong);
     AllReduceOptions max;
@@ -118,21 +123,24 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       shard_elements += bucket.slice;
       flat.buckets.push_back(bucket);
     }
-    // The shard starts as this rank's slices of the parameters (zero padding).
-    flat.shard = at::zeros({shard_elements}, flat.parameters.front().options());
-    for (const auto& bucket : flat.buckets) {
-      const auto [begin, end] = flat.owned(bucket, rank);
-      flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-        flat.shard.narrow(0, bucket.shard_offset + (at - begin), n)
-            .copy_(flat.parameters[p].detach().view({-1}).narrow(0, in_param, n));
-      });
-    }
+    flat.shard = at::zeros({shard_elements}, flat.parameters.front().options());  // zero padding
     param_group.params() = {flat.shard};
     groups_.push_back(std::move(flat));
   }
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
+
+void ShardedOptimizer::parameters_into_shard(FlatGroup& flat) {
+  const int rank = group_.rank();
+  for (const auto& bucket : flat.buckets) {
+    const auto [begin, end] = flat.owned(bucket, rank);
+    flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
+      flat.shard.narrow(0, bucket.shard_offset + (at - begin), n)
+          .copy_(flat.parameters[p].detach().view({-1}).narrow(0, in_param, n));
+    });
+  }
+}
 
 void ShardedOptimizer::gradients_into_shard(FlatGroup& flat) {
   const int size = group_.size();
@@ -182,7 +190,10 @@ void ShardedOptimizer::gather_parameters(FlatGroup& flat) {
 void ShardedOptimizer::step() {
   ACCELERATE_PROFILE_RANGE("accelerate::ShardedOptimizer::step");
   torch::NoGradGuard no_grad;
-  for (FlatGroup& flat : groups_) gradients_into_shard(flat);
+  for (FlatGroup& flat : groups_) {
+    parameters_into_shard(flat);
+    gradients_into_shard(flat);
+  }
   optimizer_.step();
   for (FlatGroup& flat : groups_) gather_parameters(flat);
 }

@@ -27,3 +27,9 @@ accelerate_add_mpi_test(accelerator_fp16_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/
 # ShardedOptimizer (ZeRO stages 1 and 2) against DDP with the whole optimizer.
 accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)
+# Sharded training through the Accelerator (fsdp_plugin SHARD_GRAD_OP) against NO_SHARD, resumed.
+if(ACCELERATE_HAVE_HDF5)
+  accelerate_add_mpi_test(accelerator_sharding_test
+                          SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_sharding_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)
+endif()

@@ -63,6 +63,9 @@ struct TensorState {
 struct TrainingStateRefs {
   std::vector<torch::nn::Module*> models;
   std::vector<torch::optim::Optimizer*> optimizers;
+  /// Per optimizer (empty: none): the ranks its state is sharded over (a
+  /// ShardedOptimizer's; written one row per rank), or 0 for whole state.
+  std::vector<int> optimizer_shards;
   std::vector<CounterState> schedulers;
   GradScaler* scaler = nullptr;  // saved when enabled
   std::vector<CounterState> dataloaders;

@@ -23,6 +23,7 @@ namespace accelerate {
 
 class GradientState;
 class GradScaler;
+class ShardedOptimizer;
 
 class AcceleratedOptimizer {
  public:
@@ -54,6 +55,12 @@ class AcceleratedOptimizer {
   void mark_unscaled() noexcept { unscaled_ = true; }
   [[nodiscard]] bool unscaled() const noexcept { return unscaled_; }
 
+  /// For the Accelerator: step() and zero_grad() go through `sharded`, which
+  /// wraps optimizer() (ZeRO; docs/sharding.md).
+  void shard_with(std::shared_ptr<ShardedOptimizer> sharded);
+  /// The ZeRO wrapper, or nullptr when the optimizer holds whole state.
+  [[nodiscard]] const ShardedOptimizer* sharded() const noexcept { return sharded_.get(); }
+
  private:
   torch::optim::Optimizer* optimizer_;
   GradientState* gradient_state_;
@@ -62,6 +69,7 @@ class AcceleratedOptimizer {
   LifetimeWatch gradient_state_watch_;
   bool step_was_skipped_ = false;
   bool unscaled_ = false;
+  std::shared_ptr<ShardedOptimizer> sharded_;
 };
 
 }  // namespace accelerate

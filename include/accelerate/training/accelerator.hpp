@@ -401,6 +401,7 @@ class Accelerator {
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
   void count_optimizer_step(const AcceleratedOptimizer& optimizer);
+  void refuse_clipping_when_sharded(const char* call) const;
 
   AcceleratorOptions options_;
   ResolvedSettings settings_;
@@ -408,6 +409,8 @@ class Accelerator {
   std::unique_ptr<ProcessGroup> world_;
   GradientState gradient_state_;
   std::unique_ptr<GradScaler> scaler_;
+  /// The ZeRO stage of prepared optimizers (fsdp_plugin), or none.
+  std::optional<ZeroStage> zero_stage_;
   checkpoint::ProjectConfiguration project_;
   tracking::TrackerSet trackers_;
   std::vector<std::shared_ptr<DistributedModel>> models_;

@@ -28,6 +28,7 @@
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/tracking/tracker.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
+#include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "accelerate/training/gradient_state.hpp"
 
 namespace accelerate {
@@ -82,6 +83,11 @@ struct AcceleratorOptions {
   checkpoint::ProjectConfiguration project_config;
   /// Move prepared models to the accelerator's device.
   bool device_placement = true;
+
+  /// Sharded data parallelism (seeds: fsdp_plugin): with sharding_strategy
+  /// "SHARD_GRAD_OP", prepared optimizers hold 1/N of the state and of the
+  /// gradients (ZeRO stage 2; docs/sharding.md). Unset: plain DDP.
+  std::optional<FullyShardedDataParallelPlugin> fsdp_plugin;
 
   // Kwargs handlers (seeds: kwargs_handlers=[...]).
   DistributedDataParallelKwargs ddp_kwargs;

@@ -56,7 +56,8 @@ struct ShardingOptions {
 
 class ShardedOptimizer {
  public:
-  /// Re-points `optimizer` (which must not have stepped yet) at this rank's
+  /// Broadcasts the parameters from rank 0 (as DistributedModel does) and
+  /// re-points `optimizer` (which must not have stepped yet) at this rank's
   /// shards. Every rank must pass the same parameters, shapes and dtypes.
   /// ConfigError (on every rank) for an optimizer that cannot be sharded.
   ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGroup& group, ShardingOptions options = {});
@@ -64,8 +65,10 @@ class ShardedOptimizer {
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
   ~ShardedOptimizer();
 
-  /// Gradients into the shards (copied, or reduce-scattered in stage 2), the
-  /// wrapped optimizer's step on the shards, the parameters all-gathered.
+  /// This rank's slices of the parameters and of the gradients (copied, or
+  /// reduce-scattered in stage 2) into the shards, the wrapped optimizer's
+  /// step on the shards, the parameters all-gathered. The parameters are read
+  /// on every step, so a load_state or an edit between steps is honoured.
   void step();
   /// Clears the shards' gradients and the parameters' (set_to_none: released).
   void zero_grad(bool set_to_none = true);
@@ -80,6 +83,7 @@ class ShardedOptimizer {
 
  private:
   struct FlatGroup;
+  void parameters_into_shard(FlatGroup& flat);
   void gradients_into_shard(FlatGroup& flat);
   void gather_parameters(FlatGroup& flat);
 

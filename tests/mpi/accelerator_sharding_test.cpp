@@ -1,0 +1,165 @@
+// Sharded training through the Accelerator (fsdp_plugin, SHARD_GRAD_OP = ZeRO
+// stage 2) at 1, 2 and 4 ranks: it ends where NO_SHARD (DDP) ends, with
+// gradient accumulation; each rank's optimizer holds a shard; a run resumed
+// from save_state ends bit-identical to the uninterrupted one; what is not
+// built (stage 3, fp16, clipping, loading across shardings) is refused with
+// the reason.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accelerate/error.hpp"
+#include "accelerate/training/accelerator.hpp"
+#include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
+#include "common/gpu_skip.hpp"
+#include "common/test_helpers.hpp"
+
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
+namespace {
+
+namespace acc = accelerate;
+namespace fs = std::filesystem;
+using acc::testing::world_rank;
+using acc::testing::world_size;
+
+class AcceleratorSharding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (acc::testing::ranks_share_a_gpu()) GTEST_SKIP() << acc::testing::kRanksShareAGpu;
+  }
+};
+
+struct Net : torch::nn::Module {
+  Net() {
+    torch::manual_seed(21);
+    fc1 = register_module("fc1", torch::nn::Linear(9, 17));
+    fc2 = register_module("fc2", torch::nn::Linear(17, 2));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+constexpr int kMicroSteps = 8;  // 4 optimizer steps with 2 micro-steps each
+
+// This rank's micro-batch `i` of fixed global data.
+std::pair<torch::Tensor, torch::Tensor> batch(int i) {
+  torch::manual_seed(1000 + i);
+  const auto x = torch::randn({4 * world_size(), 9});
+  const auto y = torch::randn({4 * world_size(), 2});
+  return {x.narrow(0, 4 * world_rank(), 4), y.narrow(0, 4 * world_rank(), 4)};
+}
+
+acc::AcceleratorOptions options(const std::string& strategy) {
+  acc::AcceleratorOptions o;
+  o.gradient_accumulation_steps = 2;
+  o.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
+  o.ddp_kwargs.bucket_cap_mb = 200.0 / (1024 * 1024);  // 50 floats: several buckets
+  return o;
+}
+
+struct TrainingRun {
+  std::vector<torch::Tensor> parameters;
+  std::int64_t shard_elements = 0;
+  std::int64_t state_elements = 0;
+};
+
+// Micro-steps [from, to) with Adam; saves after `save_at` (if in range), or
+// first loads `resume_from`.
+TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
+          const std::optional<fs::path>& resume_from = std::nullopt) {
+  acc::Accelerator accelerator(options(strategy));
+  auto net = std::make_shared<Net>();
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  if (resume_from) accelerator.load_state(*resume_from);
+  for (int i = from; i < to; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    const auto [x, y] = batch(i);
+    accelerator.backward(torch::mse_loss(model->forward<Net>(x), y));
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  if (save_to) accelerator.save_state(*save_to);
+  TrainingRun run;
+  for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
+  if (optimizer->sharded() != nullptr) run.shard_elements = optimizer->sharded()->shard_elements();
+  for (const auto& [key, state] : adam.state()) {
+    const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
+    run.state_elements += s.exp_avg().numel() + s.exp_avg_sq().numel();
+  }
+  return run;
+}
+
+TEST_F(AcceleratorSharding, ShardGradOpEndsWhereNoShardEndsWithAShardOfTheState) {
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
+  const TrainingRun sharded = train("SHARD_GRAD_OP", 0, kMicroSteps);
+  ASSERT_EQ(sharded.parameters.size(), ddp.parameters.size());
+  for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
+  acc::Accelerator accelerator;
+  for (const auto& p : sharded.parameters) {
+    const auto all = accelerator.gather(p.reshape({1, -1}));
+    for (int r = 1; r < world_size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0]));
+  }
+  // 9*17+17 + 17*2+2 = 206 parameters; Adam's two moments of the shard only.
+  EXPECT_EQ(ddp.shard_elements, 0);
+  EXPECT_EQ(ddp.state_elements, 2 * 206);
+  EXPECT_GE(sharded.shard_elements, 206 / world_size());
+  EXPECT_LE(sharded.shard_elements, 206 / world_size() + 5);  // one padding element per bucket at most
+  EXPECT_EQ(sharded.state_elements, 2 * sharded.shard_elements);
+}
+
+TEST_F(AcceleratorSharding, AResumedShardedRunEndsBitIdentical) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_sharding_resume");
+  const TrainingRun uninterrupted = train("SHARD_GRAD_OP", 0, kMicroSteps);
+  (void)train("SHARD_GRAD_OP", 0, kMicroSteps / 2, dir / "ckpt");
+  const TrainingRun resumed = train("SHARD_GRAD_OP", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "ckpt");
+  for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed.parameters[i], uninterrupted.parameters[i])) << "parameter " << i;
+  }
+  // Sharded state does not load into a whole optimizer (resharding is not built).
+  const auto message = acc::testing::error_of<acc::ConfigError>(
+      [&] { (void)train("NO_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "ckpt"); });
+  EXPECT_NE(message.find("sharded over " + std::to_string(world_size()) + " ranks"), std::string::npos) << message;
+  acc::testing::remove_shared_directory(dir);
+}
+
+TEST_F(AcceleratorSharding, WhatIsNotBuiltIsRefusedWithTheReason) {
+  auto message = acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a(options("FULL_SHARD")); });
+  EXPECT_NE(message.find("stage 3"), std::string::npos) << message;
+  message = acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a(options("ZERO_SHARD")); });
+  EXPECT_NE(message.find("not one of"), std::string::npos) << message;
+
+  acc::Accelerator accelerator(options("shard_grad_op"));
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  ASSERT_NE(optimizer->sharded(), nullptr);
+  accelerator.backward(model->forward<Net>(torch::ones({2, 9})).sum());
+  message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.clip_grad_norm_(net->parameters(), 1.0); });
+  EXPECT_NE(message.find("still local"), std::string::npos) << message;
+}
+
+TEST(FullyShardedDataParallelPlugin, StrategiesByNameAndNumber) {
+  using acc::FullyShardedDataParallelPlugin;
+  EXPECT_EQ(acc::zero_stage_of({.sharding_strategy = "SHARD_GRAD_OP"}), acc::ZeroStage::Gradients);
+  EXPECT_EQ(acc::zero_stage_of({.sharding_strategy = " shard_grad_op "}), acc::ZeroStage::Gradients);
+  EXPECT_EQ(acc::zero_stage_of({.sharding_strategy = "2"}), acc::ZeroStage::Gradients);
+  EXPECT_FALSE(acc::zero_stage_of({.sharding_strategy = "NO_SHARD"}).has_value());
+  EXPECT_FALSE(acc::zero_stage_of({.sharding_strategy = "3"}).has_value());
+  EXPECT_THROW((void)acc::zero_stage_of({}), acc::ConfigError);  // FULL_SHARD, the seeds' default
+  EXPECT_THROW((void)acc::zero_stage_of({.sharding_strategy = "HYBRID_SHARD"}), acc::ConfigError);
+  EXPECT_THROW((void)acc::zero_stage_of({.sharding_strategy = "4"}), acc::ConfigError);
+}
+
+}  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
