@@ -271,25 +271,35 @@ void Accelerator::unscale_gradients() {
   for (const auto& optimizer : optimizers_) unscale_gradients(*optimizer);
 }
 
-void Accelerator::refuse_clipping_when_sharded(const char* call) const {
-  if (!zero_stage_) return;
-  throw ConfigError(detail::where() + " Accelerator::" + call +
-                    ": with SHARD_GRAD_OP the gradients are still local when this runs (they are reduce-scattered in "
-                    "the optimizer's step), so clipping them would clip the wrong values; clipping sharded gradients "
-                    "is not built yet (docs/sharding.md).");
+ShardedOptimizer* Accelerator::sharded_optimizer_for(const char* call) {
+  if (!zero_stage_) return nullptr;
+  if (optimizers_.size() != 1) {
+    throw ConfigError(
+        detail::where() + " Accelerator::" + call + ": with SHARD_GRAD_OP, clipping works on the shards of " +
+        "the one prepared optimizer (the whole model's gradient), and " + std::to_string(optimizers_.size()) +
+        " are prepared. Prepare one optimizer, or clip through each one's sharded()->" + call + ".");
+  }
+  return optimizers_.front()->sharded();
 }
 
 std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                                    double norm_type) {
   if (!gradient_state_.sync_gradients()) return std::nullopt;
-  refuse_clipping_when_sharded("clip_grad_norm_");
+  // Sharded: the gradients are still local here; the optimizer reduces them
+  // into its shards first and clips by the norm over all shards.
+  if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_norm_")) {
+    return sharded->clip_grad_norm_(max_norm, norm_type);
+  }
   unscale_gradients();
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!gradient_state_.sync_gradients()) return;
-  refuse_clipping_when_sharded("clip_grad_value_");
+  if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_value_")) {
+    sharded->clip_grad_value_(clip_value);
+    return;
+  }
   unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }

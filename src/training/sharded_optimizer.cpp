@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -190,15 +191,51 @@ void ShardedOptimizer::gather_parameters(FlatGroup& flat) {
 void ShardedOptimizer::step() {
   ACCELERATE_PROFILE_RANGE("accelerate::ShardedOptimizer::step");
   torch::NoGradGuard no_grad;
-  for (FlatGroup& flat : groups_) {
-    parameters_into_shard(flat);
-    gradients_into_shard(flat);
-  }
+  reduce_gradients();
+  for (FlatGroup& flat : groups_) parameters_into_shard(flat);
   optimizer_.step();
+  reduced_ = false;
   for (FlatGroup& flat : groups_) gather_parameters(flat);
 }
 
+void ShardedOptimizer::reduce_gradients() {
+  if (reduced_) return;
+  torch::NoGradGuard no_grad;
+  for (FlatGroup& flat : groups_) gradients_into_shard(flat);
+  reduced_ = true;
+}
+
+double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+  reduce_gradients();
+  torch::NoGradGuard no_grad;
+  const bool infinity = std::isinf(norm_type);
+  // Padding holds zero gradients, so it adds nothing to either norm.
+  double local = 0;
+  for (const FlatGroup& flat : groups_) {
+    const at::Tensor grad = flat.shard.grad().to(at::kDouble);
+    local = infinity ? std::max(local, grad.abs().max().item<double>())
+                     : local + grad.abs().pow(norm_type).sum().item<double>();
+  }
+  at::Tensor total = at::full({1}, local, at::kDouble);
+  AllReduceOptions reduce;
+  reduce.op = infinity ? ReduceOp::Max : ReduceOp::Sum;
+  group_.all_reduce(total, reduce);
+  const double norm = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
+  const double coefficient = max_norm / (norm + 1e-6);  // torch's clip_grad_norm_ rule
+  if (coefficient < 1.0) {
+    for (FlatGroup& flat : groups_) flat.shard.mutable_grad().mul_(coefficient);
+  }
+  return norm;
+}
+
+void ShardedOptimizer::clip_grad_value_(double clip_value) {
+  reduce_gradients();
+  torch::NoGradGuard no_grad;
+  for (FlatGroup& flat : groups_) flat.shard.mutable_grad().clamp_(-clip_value, clip_value);
+}
+
 void ShardedOptimizer::zero_grad(bool set_to_none) {
+  reduced_ = false;
   for (FlatGroup& flat : groups_) {
     if (set_to_none) {
       flat.shard.mutable_grad() = at::Tensor();

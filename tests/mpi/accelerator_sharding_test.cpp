@@ -1,18 +1,20 @@
 // Sharded training through the Accelerator (fsdp_plugin, SHARD_GRAD_OP = ZeRO
 // stage 2) at 1, 2 and 4 ranks: it ends where NO_SHARD (DDP) ends, with
 // gradient accumulation; each rank's optimizer holds a shard; a run resumed
-// from save_state ends bit-identical to the uninterrupted one; what is not
-// built (stage 3, fp16, clipping, loading across shardings) is refused with
-// the reason.
+// from save_state ends bit-identical to the uninterrupted one; clipping by
+// norm and by value sees the whole averaged gradient; what is not built
+// (stage 3, fp16, loading across shardings) is refused with the reason.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/availability.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "common/gpu_skip.hpp"
@@ -66,31 +68,48 @@ acc::AcceleratorOptions options(const std::string& strategy) {
 
 struct TrainingRun {
   std::vector<torch::Tensor> parameters;
+  std::vector<double> norms;  // clip_grad_norm_'s results
   std::int64_t shard_elements = 0;
   std::int64_t state_elements = 0;
 };
 
-// Micro-steps [from, to) with Adam; saves after `save_at` (if in range), or
-// first loads `resume_from`.
+enum class Clip { None, Norm, Value };
+
+// Micro-steps [from, to): first loads `resume_from`, at the end saves to
+// `save_to`, clips before every step as `clip` says.
 TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
-          const std::optional<fs::path>& resume_from = std::nullopt) {
+                  const std::optional<fs::path>& resume_from = std::nullopt, Clip clip = Clip::None) {
   acc::Accelerator accelerator(options(strategy));
   auto net = std::make_shared<Net>();
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  // Adam, or (to see clipping, which Adam's scale invariance hides) SGD.
+  std::unique_ptr<torch::optim::Optimizer> chosen;
+  if (clip == Clip::None) {
+    chosen = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.01));
+  } else {
+    chosen = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  }
+  torch::optim::Optimizer& adam = *chosen;
   auto [model, optimizer] = accelerator.prepare(net, adam);
   if (resume_from) accelerator.load_state(*resume_from);
+  TrainingRun run;
   for (int i = from; i < to; ++i) {
     auto scope = accelerator.accumulate(*model);
     const auto [x, y] = batch(i);
     accelerator.backward(torch::mse_loss(model->forward<Net>(x), y));
+    // Bounds below the gradients' size, so that clipping changes the run.
+    if (clip == Clip::Norm) {
+      if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 0.05)) run.norms.push_back(*norm);
+    } else if (clip == Clip::Value) {
+      accelerator.clip_grad_value_(net->parameters(), 0.002);
+    }
     optimizer->step();
     optimizer->zero_grad();
   }
   if (save_to) accelerator.save_state(*save_to);
-  TrainingRun run;
   for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
   if (optimizer->sharded() != nullptr) run.shard_elements = optimizer->sharded()->shard_elements();
   for (const auto& [key, state] : adam.state()) {
+    if (clip != Clip::None) break;
     const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
     run.state_elements += s.exp_avg().numel() + s.exp_avg_sq().numel();
   }
@@ -137,15 +156,30 @@ TEST_F(AcceleratorSharding, WhatIsNotBuiltIsRefusedWithTheReason) {
   EXPECT_NE(message.find("stage 3"), std::string::npos) << message;
   message = acc::testing::error_of<acc::ConfigError>([] { acc::Accelerator a(options("ZERO_SHARD")); });
   EXPECT_NE(message.find("not one of"), std::string::npos) << message;
+  if (acc::is_cpu_fp16_autocast_available()) {  // otherwise fp16 on the CPU is refused before sharding is looked at
+    auto fp16 = options("SHARD_GRAD_OP");
+    fp16.mixed_precision = "fp16";
+    message = acc::testing::error_of<acc::ConfigError>([&] { acc::Accelerator a(fp16); });
+    EXPECT_NE(message.find("fp16 with a sharded optimizer"), std::string::npos) << message;
+  }
+}
 
-  acc::Accelerator accelerator(options("shard_grad_op"));
-  auto net = std::make_shared<Net>();
-  torch::optim::SGD sgd(net->parameters(), 0.1);
-  auto [model, optimizer] = accelerator.prepare(net, sgd);
-  ASSERT_NE(optimizer->sharded(), nullptr);
-  accelerator.backward(model->forward<Net>(torch::ones({2, 9})).sum());
-  message = acc::testing::error_of<acc::ConfigError>([&] { accelerator.clip_grad_norm_(net->parameters(), 1.0); });
-  EXPECT_NE(message.find("still local"), std::string::npos) << message;
+TEST_F(AcceleratorSharding, ClippingUsesTheWholeAveragedGradient) {
+  for (const Clip clip : {Clip::Norm, Clip::Value}) {
+    SCOPED_TRACE(clip == Clip::Norm ? "clip_grad_norm_" : "clip_grad_value_");
+    const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, clip);
+    const TrainingRun sharded = train("SHARD_GRAD_OP", 0, kMicroSteps, std::nullopt, std::nullopt, clip);
+    for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
+    }
+    ASSERT_EQ(sharded.norms.size(), ddp.norms.size());
+    if (clip == Clip::Norm) {
+      // Every norm above the bound: clipping changed every step.
+      ASSERT_EQ(ddp.norms.size(), static_cast<std::size_t>(kMicroSteps / 2));
+      for (const double norm : ddp.norms) EXPECT_GT(norm, 0.05);
+    }
+    for (std::size_t k = 0; k < ddp.norms.size(); ++k) EXPECT_NEAR(sharded.norms[k], ddp.norms[k], 1e-5 * ddp.norms[k]);
+  }
 }
 
 TEST(FullyShardedDataParallelPlugin, StrategiesByNameAndNumber) {

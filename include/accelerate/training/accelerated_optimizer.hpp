@@ -59,6 +59,7 @@ class AcceleratedOptimizer {
   /// wraps optimizer() (ZeRO; docs/sharding.md).
   void shard_with(std::shared_ptr<ShardedOptimizer> sharded);
   /// The ZeRO wrapper, or nullptr when the optimizer holds whole state.
+  [[nodiscard]] ShardedOptimizer* sharded() noexcept { return sharded_.get(); }
   [[nodiscard]] const ShardedOptimizer* sharded() const noexcept { return sharded_.get(); }
 
  private:

@@ -63,6 +63,8 @@ class LRScheduler;
 
 namespace accelerate {
 
+class ShardedOptimizer;
+
 class GradScaler;
 
 /// A dataset, its loader options and its collate function, for
@@ -257,7 +259,10 @@ class Accelerator {
   void unscale_gradients(AcceleratedOptimizer& optimizer);
   /// Unscales, then clips the gradients' total norm to `max_norm`; returns
   /// the norm before clipping. On micro-steps that only accumulate nothing
-  /// happens and nullopt is returned (the gradients are incomplete).
+  /// happens and nullopt is returned (the gradients are incomplete). With
+  /// SHARD_GRAD_OP the prepared optimizer's shards are clipped by the norm
+  /// of the whole model's averaged gradient (`parameters` is not consulted,
+  /// as with Accelerate's FSDP).
   std::optional<double> clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                         double norm_type = 2.0);
   /// Unscales, then clamps every gradient to [-clip_value, clip_value] (same
@@ -401,7 +406,9 @@ class Accelerator {
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
   void count_optimizer_step(const AcceleratedOptimizer& optimizer);
-  void refuse_clipping_when_sharded(const char* call) const;
+  /// With sharding: the one prepared optimizer's ShardedOptimizer (ConfigError
+  /// naming `call` for several); without: nullptr.
+  ShardedOptimizer* sharded_optimizer_for(const char* call);
 
   AcceleratorOptions options_;
   ResolvedSettings settings_;

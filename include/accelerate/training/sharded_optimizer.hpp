@@ -73,6 +73,18 @@ class ShardedOptimizer {
   /// Clears the shards' gradients and the parameters' (set_to_none: released).
   void zero_grad(bool set_to_none = true);
 
+  /// Brings this step's gradients into the shards now (step() then does not
+  /// again): for clipping before the step. In stage 2 the parameters'
+  /// gradients are released here. Collective.
+  void reduce_gradients();
+  /// Clips the gradient's total norm over all shards of all ranks (the norm
+  /// of the whole averaged gradient, padding excluded) to `max_norm`, as
+  /// torch::nn::utils::clip_grad_norm_ does; returns the norm before
+  /// clipping. Collective.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  /// Clamps every element of the averaged gradient to [-clip_value, clip_value].
+  void clip_grad_value_(double clip_value);
+
   [[nodiscard]] torch::optim::Optimizer& optimizer() noexcept { return optimizer_; }
   [[nodiscard]] ZeroStage stage() const noexcept { return options_.stage; }
   /// Elements of all parameters, and of this rank's shards (padding included).
@@ -91,6 +103,7 @@ class ShardedOptimizer {
   ProcessGroup& group_;
   ShardingOptions options_;
   std::vector<FlatGroup> groups_;
+  bool reduced_ = false;  // this step's gradients are in the shards
 };
 
 }  // namespace accelerate
