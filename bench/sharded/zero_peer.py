@@ -1,0 +1,101 @@
+"""PyTorch's own data parallelism on bench_sharded's MLP, for comparison.
+
+Started once per rank by run.sh with RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT set (env:// rendezvous on localhost, gloo). Modes:
+  ddp    DistributedDataParallel with the whole Adam optimizer
+  zero1  DistributedDataParallel with ZeroRedundancyOptimizer(Adam): the
+         optimizer state partitioned by whole parameters (ZeRO stage 1)
+Same model, batch, loss, optimizer and bucket size as bench_sharded; rank 0
+prints one JSON object.
+"""
+import argparse
+import json
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
+
+
+def state_bytes(optimizer):
+    local = optimizer.optim if isinstance(optimizer, ZeroRedundancyOptimizer) else optimizer
+    total = 0
+    for state in local.state.values():
+        for value in state.values():
+            if torch.is_tensor(value) and value.dim() > 0:
+                total += value.numel() * value.element_size()
+    return total
+
+
+def max_over_ranks(value):
+    t = torch.tensor([float(value)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="ddp", choices=["ddp", "zero1"])
+    parser.add_argument("--width", type=int, default=4096)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(1)
+    layers = []
+    for index in range(args.layers):
+        layers.append(nn.Linear(args.width, args.width))
+        if index + 1 < args.layers:
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=True)
+    if args.mode == "zero1":
+        optimizer = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=1e-4)
+    else:
+        optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-4)
+    torch.manual_seed(100 + rank)
+    x = torch.randn(args.batch, args.width)
+    y = torch.randn(args.batch, args.width)
+    gradient_bytes = 0
+
+    def step():
+        nonlocal gradient_bytes
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        gradient_bytes = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+        optimizer.zero_grad()
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+    elapsed = max_over_ranks(time.perf_counter() - start)
+    peak_rss = max_over_ranks(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    state = max_over_ranks(state_bytes(optimizer))
+    grads = max_over_ranks(gradient_bytes)
+    if rank == 0:
+        print(json.dumps({
+            "impl": "pytorch", "mode": args.mode, "ranks": world,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "batch_per_rank": args.batch, "steps": args.steps, "seconds": elapsed,
+            "samples_per_s": args.steps * args.batch * world / elapsed,
+            "peak_rss_mb": peak_rss / 1e6, "optimizer_state_mb": state / 1e6,
+            "gradient_mb_after_step": grads / 1e6, "final_loss": loss.item(),
+            "torch": torch.__version__,
+        }), flush=True)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
