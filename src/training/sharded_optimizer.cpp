@@ -169,8 +169,9 @@ void ShardedOptimizer::gradients_into_shard(FlatGroup& flat) {
                             input.narrow(0, at - bucket.begin, n).copy_(grad.view({-1}).narrow(0, in_param, n));
                           }
                         });
-    at::Tensor reduced = group_.reduce_scatter(input);
-    target.copy_(reduced.div_(size));
+    ReduceScatterOptions average;
+    average.op = ReduceOp::Avg;
+    target.copy_(group_.reduce_scatter(input, average));
   }
   if (options_.stage == ZeroStage::Gradients) {
     // The shard holds what this rank needs: the full gradients go.

@@ -5,6 +5,7 @@
 // such tests skip, with this reason, instead of failing on the refusal.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/cuda.h>
 
@@ -26,5 +27,14 @@ inline bool ranks_share_a_gpu() {
   MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return any != 0;
 }
+
+/// The fixture of tests that train on the default device: they skip, with
+/// the reason, where ranks would share a GPU.
+class DefaultDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ranks_share_a_gpu()) GTEST_SKIP() << kRanksShareAGpu;
+  }
+};
 
 }  // namespace accelerate::testing

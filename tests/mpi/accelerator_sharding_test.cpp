@@ -31,12 +31,7 @@ namespace fs = std::filesystem;
 using acc::testing::world_rank;
 using acc::testing::world_size;
 
-class AcceleratorSharding : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (acc::testing::ranks_share_a_gpu()) GTEST_SKIP() << acc::testing::kRanksShareAGpu;
-  }
-};
+class AcceleratorSharding : public acc::testing::DefaultDeviceTest {};
 
 struct Net : torch::nn::Module {
   Net() {

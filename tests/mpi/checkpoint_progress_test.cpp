@@ -32,12 +32,7 @@ namespace acc = accelerate;
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-class CheckpointProgress : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (acc::testing::ranks_share_a_gpu()) GTEST_SKIP() << acc::testing::kRanksShareAGpu;
-  }
-};
+class CheckpointProgress : public acc::testing::DefaultDeviceTest {};
 
 // Runs `work` with this process's stderr sent to `fd`, then restores it.
 void with_stderr_on(int fd, const std::function<void()>& work) {
