@@ -104,13 +104,18 @@ detail::UniqueComm split_members(MPI_Comm comm, int me, int size, const std::vec
 ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
                            std::unique_ptr<Backend> nccl)
     : name_(std::move(name)), timeout_(options.timeout.value_or(state.timeout())) {
-  debug_mode_ = options.debug_mode.value_or(EnvConfig::from_environment().debug_mode.value_or(false));
+  const EnvConfig env = EnvConfig::from_environment();
+  debug_mode_ = options.debug_mode.value_or(env.debug_mode.value_or(false));
+  const detail::SharedMemoryPlacement shared{options.shared_memory_all_reduce.value_or(
+                                                 env.shared_memory_all_reduce.value_or(true)),
+                                             state.node_index()};
   ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(control_, &size_));
   control_board_ = detail::ArrivalBoard::attach(control_);
-  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
+  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, detail::TimeoutPolicy{timeout_, options.abort_on_timeout},
+                                              shared);
   nccl_ = std::move(nccl);
 }
 
@@ -222,6 +227,8 @@ void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int r
 }
 
 // --- asynchronous ------------------------------------------------------------
+
+std::string ProcessGroup::cpu_all_reduce_algorithm() const { return mpi_->all_reduce_algorithm(); }
 
 std::unique_ptr<Work> ProcessGroup::all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_reduce_async");

@@ -8,7 +8,7 @@ namespace accelerate::detail {
 
 void PollBackoff::pause() {
   ++polls_;
-  if (polls_ < 4096) return;
+  if (polls_ < spins_) return;
   if (!long_ && std::chrono::steady_clock::now() - started_ < std::chrono::seconds(1)) {
     std::this_thread::yield();
   } else {

@@ -18,12 +18,17 @@ namespace accelerate::detail {
 /// rank, not a slow network - sleeps a millisecond between tests.
 class PollBackoff {
  public:
+  /// `spins`: tests before the first yield. One where ranks outnumber cores:
+  /// a spinning waiter then holds the core the awaited rank needs.
+  explicit PollBackoff(unsigned spins = kSpins) : spins_(spins) {}
+  static constexpr unsigned kSpins = 4096;
   void pause();
   /// True once the wait has lasted more than a second.
   [[nodiscard]] bool waited_long() const { return long_; }
 
  private:
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  unsigned spins_;
   unsigned polls_ = 0;
   bool long_ = false;
 };
@@ -34,8 +39,9 @@ class PollBackoff {
 /// Once the wait has lasted a second, `while_waiting_long()` runs between
 /// tests (e.g. answering another rank's arrival query).
 template <class Done, class WhileWaitingLong>
-bool poll_until(std::chrono::steady_clock::time_point deadline, Done&& done, WhileWaitingLong&& while_waiting_long) {
-  PollBackoff backoff;
+bool poll_until(std::chrono::steady_clock::time_point deadline, Done&& done, WhileWaitingLong&& while_waiting_long,
+                unsigned spins = PollBackoff::kSpins) {
+  PollBackoff backoff(spins);
   while (!done()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     if (backoff.waited_long()) while_waiting_long();

@@ -9,6 +9,7 @@ EnvConfig EnvConfig::from_environment() {
   EnvConfig config;
   config.mixed_precision = env_choice("ACCELERATE_MIXED_PRECISION", {"no", "fp16", "bf16"});
   config.debug_mode = env_bool("ACCELERATE_DEBUG_MODE");
+  config.shared_memory_all_reduce = env_bool("ACCELERATE_SHM_ALLREDUCE");
   config.use_cpu = env_bool("ACCELERATE_USE_CPU");
   config.cpu_affinity = env_bool("ACCELERATE_CPU_AFFINITY");
   if (auto steps = env_int("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", 1, 1 << 30)) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "accelerate/comm/types.hpp"
@@ -35,6 +36,8 @@ class Backend {
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual int rank() const = 0;
   [[nodiscard]] virtual int size() const = 0;
+  /// How all_reduce runs, for logs and tests (e.g. "shared memory (…)").
+  [[nodiscard]] virtual std::string all_reduce_algorithm() const { return std::string(name()); }
 
   virtual std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) = 0;
   /// all_reduce for a caller that waits at once. A backend may pick a faster

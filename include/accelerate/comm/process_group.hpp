@@ -47,6 +47,10 @@ struct ProcessGroupOptions {
   bool abort_on_timeout = true;
   /// Cross-rank shape/dtype checks before each collective; unset follows ACCELERATE_DEBUG_MODE.
   std::optional<bool> debug_mode;
+  /// CPU all_reduce through each node's shared memory (hierarchical across
+  /// nodes) rather than MPI's algorithm; unset follows ACCELERATE_SHM_ALLREDUCE
+  /// (default on). Used where every node holds two or more of the group's ranks, the same number on each.
+  std::optional<bool> shared_memory_all_reduce;
 };
 
 class ProcessGroup {
@@ -83,6 +87,9 @@ class ProcessGroup {
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] bool debug_mode() const noexcept { return debug_mode_; }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  /// How all_reduce of CPU tensors runs here: "shared memory (2 ranks per
+  /// node × 2 nodes)" or "mpi" (ProcessGroupOptions::shared_memory_all_reduce).
+  [[nodiscard]] std::string cpu_all_reduce_algorithm() const;
   /// The backend that carries tensors on `device` ("mpi" or "nccl");
   /// FeatureNotBuilt / ConfigError when there is none.
   Backend& backend_for(const c10::Device& device);

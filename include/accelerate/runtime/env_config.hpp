@@ -17,6 +17,7 @@ struct EnvConfig {
   // Unset variables are nullopt (not false), so that a setting the
   // environment does not give falls through to the configuration file.
   std::optional<bool> debug_mode;                  ///< ACCELERATE_DEBUG_MODE: cross-rank checks before collectives
+  std::optional<bool> shared_memory_all_reduce;    ///< ACCELERATE_SHM_ALLREDUCE: CPU all_reduce through shared memory
   std::optional<bool> use_cpu;                     ///< ACCELERATE_USE_CPU: force the CPU device
   std::optional<bool> cpu_affinity;                ///< ACCELERATE_CPU_AFFINITY: bind ranks to NUMA domains
   std::optional<int> gradient_accumulation_steps;  ///< ACCELERATE_GRADIENT_ACCUMULATION_STEPS

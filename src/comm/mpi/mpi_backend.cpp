@@ -75,7 +75,7 @@ StagedPair stage_pair(const MpiTypeTable& types, const at::Tensor& output, const
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy)
+MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy, SharedMemoryPlacement shared)
     : group_(std::move(group)), policy_(policy) {
   ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
@@ -83,6 +83,42 @@ MpiBackend::MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy)
   ACCELERATE_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
   board_ = std::make_unique<ArrivalBoard>(comm_.get());
   nonblocking_allreduce_tuned_ = tune_nonblocking_allreduce();
+  // Eagerly and collectively, as the communicator itself: made inside the
+  // first all_reduce it would hang ranks that reach different collectives.
+  if (shared.enabled) shared_ = SharedMemoryAllReduce::create(comm_.get(), shared.node);
+}
+
+std::string MpiBackend::all_reduce_algorithm() const {
+  if (!shared_) return "mpi";
+  return "shared memory (" + std::to_string(shared_->node_size()) + " ranks per node × " +
+         std::to_string(shared_->node_count()) + (shared_->node_count() == 1 ? " node)" : " nodes)");
+}
+
+void MpiBackend::shared_memory_all_reduce(at::Tensor& data, const at::Tensor& original,
+                                          const AllReduceOptions& options) {
+  const MPI_Op op = types_.operation(options.op, data.scalar_type());
+  const MPI_Datatype type = types_.datatype(data.scalar_type());
+  TimeoutPolicy policy = policy_;
+  if (options.timeout) policy.timeout = *options.timeout;
+  const int64_t sequence = board_->arrive();
+  const auto entered = std::chrono::steady_clock::now();
+  const OperationLabel label{"all_reduce", to_string(options.op), -1, &original};
+  if (!shared_->usable()) {
+    raise_collective_timeout(label.render(), group_, sequence,
+                             "unknown: an earlier all_reduce on this group timed out and left its shared memory out "
+                             "of step; the group cannot be used again",
+                             std::chrono::steady_clock::duration{}, policy, comm_.get());
+  }
+  const auto outcome =
+      shared_->run(data, options.op, type, op, {entered + policy.timeout, [this] { board_->serve_queries(); }});
+  if (!outcome.completed) {
+    // The board tells a rank that is elsewhere from one that never answers;
+    // the segment, one that entered and stopped inside.
+    std::string missing = board_->missing_ranks(sequence, std::chrono::seconds(2));
+    if (missing.empty()) missing = outcome.missing;
+    raise_collective_timeout(label.render(), group_, sequence, std::move(missing),
+                             std::chrono::steady_clock::now() - entered, policy, comm_.get());
+  }
 }
 
 MpiBackend::~MpiBackend() = default;
@@ -105,6 +141,12 @@ void MpiBackend::check_root(int root, const char* operation) const {
 
 std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
   check_cpu(tensor, "all_reduce", "input");
+  if (shared_) {
+    // Shared memory completes in the call: the copies are the work, and no
+    // thread is spare on a node whose cores all run ranks to do them later.
+    all_reduce_blocking(tensor, options);
+    return completed_work(OperationLabel{"all_reduce", to_string(options.op), -1, &tensor}.render());
+  }
   const MPI_Op op = types_.operation(options.op, tensor.scalar_type());
   const MPI_Datatype type = types_.datatype(tensor.scalar_type());
   Staged buffer = stage_output(tensor);
@@ -125,6 +167,13 @@ std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduce
 
 void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {
   check_cpu(tensor, "all_reduce", "input");
+  if (shared_) {
+    Staged buffer = stage_output(tensor);
+    if (buffer.staged()) buffer.data.copy_(tensor);
+    shared_memory_all_reduce(buffer.data, tensor, options);
+    if (buffer.staged()) buffer.original.copy_(buffer.data);
+    return;
+  }
   const bool small = tensor.numel() * static_cast<int64_t>(tensor.element_size()) < kBlockingAllReduceBytes;
   if (!small && nonblocking_allreduce_tuned_) {
     all_reduce(tensor, options)->wait();

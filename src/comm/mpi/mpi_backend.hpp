@@ -15,9 +15,18 @@
 #include "detail/arrival_board.hpp"
 #include "detail/unique_comm.hpp"
 #include "comm/mpi/mpi_types.hpp"
+#include "comm/mpi/shared_memory_all_reduce.hpp"
 #include "comm/mpi/mpi_work.hpp"
 
 namespace accelerate::detail {
+
+/// Whether all_reduce may go through a node's shared memory
+/// (shared_memory_all_reduce.hpp), and which node this process is on
+/// (State::node_index: a host, or a virtual node of one).
+struct SharedMemoryPlacement {
+  bool enabled = false;
+  int node = 0;
+};
 
 class MpiBackend final : public Backend {
  public:
@@ -26,17 +35,20 @@ class MpiBackend final : public Backend {
   /// MPI_Allreduce: for small messages that is several times faster than
   /// the non-blocking call. From this size on the barrier would cost more
   /// than it saves, and the non-blocking call is used as for async work,
-  /// unless its algorithm could not be tuned (see mpi_tuning.hpp).
+  /// unless its algorithm could not be tuned (see mpi_tuning.hpp). Where the
+  /// ranks share memory, all_reduce of every size takes that path instead.
   static constexpr int64_t kBlockingAllReduceBytes = 64 * 1024;
 
   /// Duplicates `comm` (collective over it). `group` names it in messages.
-  MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy);
+  MpiBackend(MPI_Comm comm, std::string group, TimeoutPolicy policy, SharedMemoryPlacement shared = {});
   ~MpiBackend() override;
 
   [[nodiscard]] std::string_view name() const override { return "mpi"; }
   [[nodiscard]] int rank() const override { return rank_; }
   [[nodiscard]] int size() const override { return size_; }
   [[nodiscard]] MPI_Comm comm() const { return comm_.get(); }
+  /// "shared memory (k ranks per node × m nodes)" or "mpi".
+  [[nodiscard]] std::string all_reduce_algorithm() const override;
 
   std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) override;
   void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) override;
@@ -58,6 +70,9 @@ class MpiBackend final : public Backend {
                              std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
                              const Timeout& timeout);
   void check_root(int root, const char* operation) const;
+  /// all_reduce of a contiguous CPU tensor through shared memory, under the
+  /// same deadline and report as every other collective.
+  void shared_memory_all_reduce(at::Tensor& data, const at::Tensor& original, const AllReduceOptions& options);
 
   UniqueComm comm_;
   std::string group_;
@@ -67,6 +82,7 @@ class MpiBackend final : public Backend {
   MpiTypeTable types_;
   std::unique_ptr<ArrivalBoard> board_;
   bool nonblocking_allreduce_tuned_ = false;
+  std::unique_ptr<SharedMemoryAllReduce> shared_;  // null: MPI's all-reduce
 };
 
 }  // namespace accelerate::detail

@@ -95,30 +95,40 @@ void MpiWork::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void MpiWork::report_timeout(std::chrono::steady_clock::duration waited) {
+void raise_collective_timeout(const std::string& description, const std::string& group, int64_t sequence,
+                              std::string missing, std::chrono::steady_clock::duration waited,
+                              const TimeoutPolicy& policy, MPI_Comm comm) {
   const auto seconds = std::chrono::duration<double>(waited).count();
-  std::string missing = board_ != nullptr ? board_->missing_ranks(sequence_, std::chrono::seconds(2)) : "";
   if (missing.empty()) missing = "none found (all ranks entered it; one may have crashed inside)";
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
   const std::string message =
-      where() + " collective timeout: " + description() + " on group '" + group_ + "' (collective #" +
-      std::to_string(sequence_) + ") did not complete after " + elapsed + " s. Ranks that never arrived: " + missing +
+      where() + " collective timeout: " + description + " on group '" + group + "' (collective #" +
+      std::to_string(sequence) + ") did not complete after " + elapsed + " s. Ranks that never arrived: " + missing +
       ". They crashed, hang, or took a different code path; their own output names the cause. Raise the limit with "
       "InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work between collectives is legitimately slow.";
+  abandon(comm);
+  if (policy.abort_job) {
+    std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  throw TimeoutError(message);
+}
+
+void MpiWork::report_timeout(std::chrono::steady_clock::duration waited) {
+  const std::string missing = board_ != nullptr ? board_->missing_ranks(sequence_, std::chrono::seconds(2)) : "";
   done_ = true;
   // MPI may still write into the buffers when a late rank arrives; they must
   // never be freed. Leak them deliberately (the job is being torn down).
   static auto* abandoned_buffers = new std::vector<at::Tensor>();
   abandoned_buffers->insert(abandoned_buffers->end(), keep_alive_.begin(), keep_alive_.end());
-  abandon(comm_);
-  if (policy_.abort_job) {
-    std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+  try {
+    raise_collective_timeout(description(), group_, sequence_, missing, waited, policy_, comm_);
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
   }
-  error_ = std::make_exception_ptr(TimeoutError(message));
-  std::rethrow_exception(error_);
 }
 
 }  // namespace detail

@@ -41,6 +41,14 @@ struct TimeoutPolicy {
   bool abort_job = true;  ///< after reporting, MPI_Abort (true) or throw TimeoutError (false)
 };
 
+/// Reports a collective that missed its deadline, on stderr or in the
+/// exception: which one, on which group, and the ranks that never arrived
+/// (`missing`; empty: none found). Abandons `comm`, whose operations may
+/// still complete, then MPI_Aborts the job or throws TimeoutError (policy).
+[[noreturn]] void raise_collective_timeout(const std::string& description, const std::string& group, int64_t sequence,
+                                           std::string missing, std::chrono::steady_clock::duration waited,
+                                           const TimeoutPolicy& policy, MPI_Comm comm);
+
 class MpiWork final : public Work {
  public:
   MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,

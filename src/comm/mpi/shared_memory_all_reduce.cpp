@@ -1,0 +1,309 @@
+#include "comm/mpi/shared_memory_all_reduce.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/NumericUtils.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "detail/mpi_check.hpp"
+#include "detail/mpi_wait.hpp"
+
+namespace accelerate::detail {
+namespace {
+
+// A rank's region: its counter alone on the first page (no false sharing
+// with the slots), then its two slots.
+constexpr std::size_t kCounterBytes = 4096;
+constexpr std::size_t kRegionBytes = kCounterBytes + 2 * SharedMemoryAllReduce::kChunkBytes;
+// Slices start on cache-line boundaries, so two ranks never write one line.
+constexpr int64_t kSliceAlignBytes = 64;
+
+// Maps the node's segment: local rank 0 creates it, the others open it by
+// name, and it is unlinked once all have mapped it. Returns nullptr where
+// any step failed on this rank.
+void* map_segment(MPI_Comm node, int local_rank, std::size_t bytes) {
+  static int made = 0;
+  char name[64] = {};
+  int fd = -1;
+  if (local_rank == 0) {
+    std::snprintf(name, sizeof(name), "/accelerate-hpc-%d-%d", static_cast<int>(getpid()), made++);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    // posix_fallocate, not ftruncate alone: a /dev/shm too small for the
+    // segment is an error now, not a SIGBUS at the first touch.
+    if (fd >= 0 &&
+        (ftruncate(fd, static_cast<off_t>(bytes)) != 0 || posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0)) {
+      close(fd);
+      shm_unlink(name);
+      fd = -1;
+    }
+    if (fd < 0) name[0] = '\0';
+  }
+  ACCELERATE_MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, node));
+  if (local_rank != 0 && name[0] != '\0') fd = shm_open(name, O_RDWR, 0);
+  void* mapping = nullptr;
+  if (fd >= 0) {
+    mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (mapping == MAP_FAILED) mapping = nullptr;
+  }
+  ACCELERATE_MPI_CHECK(MPI_Barrier(node));
+  if (local_rank == 0 && name[0] != '\0') shm_unlink(name);
+  return mapping;
+}
+
+// Below this many bytes a loop beats ATen's dispatch, which costs about a
+// microsecond per call.
+constexpr int64_t kLoopBytes = 4096;
+
+// NaN wins a minimum or maximum, as in at::minimum/at::maximum (the
+// vectorised path). For bool, + and * are OR and AND, as in MPI's table.
+template <typename T>
+T minimum_of(T a, T b) {
+  if (at::_isnan(a)) return a;
+  if (at::_isnan(b)) return b;
+  return b < a ? b : a;
+}
+
+template <typename T>
+T maximum_of(T a, T b) {
+  if (at::_isnan(a)) return a;
+  if (at::_isnan(b)) return b;
+  return a < b ? b : a;
+}
+
+// One loop per operation, so that the compiler can vectorise each
+// (CMakeLists.txt gives this file a cost model that lets it). `out` may be
+// `a` (element-wise in place).
+template <typename T, typename Combine>
+void combine_each(T* out, const T* a, const T* b, int64_t count, Combine combine) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(combine(a[i], b[i]));
+}
+
+void combine_loop(void* out, const void* a, const void* b, int64_t count, c10::ScalarType dtype, ReduceOp op) {
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "shared_memory_all_reduce", [&] {
+    auto* o = static_cast<scalar_t*>(out);
+    const auto* x = static_cast<const scalar_t*>(a);
+    const auto* y = static_cast<const scalar_t*>(b);
+    switch (op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Avg: combine_each(o, x, y, count, [](scalar_t p, scalar_t q) { return p + q; }); break;
+      case ReduceOp::Product: combine_each(o, x, y, count, [](scalar_t p, scalar_t q) { return p * q; }); break;
+      case ReduceOp::Min: combine_each(o, x, y, count, minimum_of<scalar_t>); break;
+      case ReduceOp::Max: combine_each(o, x, y, count, maximum_of<scalar_t>); break;
+    }
+  });
+}
+
+void divide_loop(void* data, int64_t count, c10::ScalarType dtype, int divisor) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "shared_memory_all_reduce_avg", [&] {
+    auto* values = static_cast<scalar_t*>(data);
+    for (int64_t i = 0; i < count; ++i) values[i] = static_cast<scalar_t>(values[i] / static_cast<scalar_t>(divisor));
+  });
+}
+
+void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp op) {
+  if (out.numel() * static_cast<int64_t>(out.element_size()) <= kLoopBytes) {
+    combine_loop(out.data_ptr(), a.data_ptr(), b.data_ptr(), out.numel(), out.scalar_type(), op);
+    return;
+  }
+  // As MPI's table (mpi_types.cpp): bool sums and maxima are OR, the rest AND.
+  if (out.scalar_type() == at::kBool) {
+    if (op == ReduceOp::Sum || op == ReduceOp::Max) {
+      at::logical_or_out(out, a, b);
+    } else {
+      at::logical_and_out(out, a, b);
+    }
+    return;
+  }
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: at::add_out(out, a, b); return;
+    case ReduceOp::Product: at::mul_out(out, a, b); return;
+    case ReduceOp::Min: at::minimum_out(out, a, b); return;
+    case ReduceOp::Max: at::maximum_out(out, a, b); return;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm comm, int node) {
+  int rank = 0;
+  int size = 1;
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (size < 2) return nullptr;
+  std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce());
+  self->group_size_ = size;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(comm, node, rank, self->node_.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(self->node_.get(), &self->local_rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(self->node_.get(), &self->local_size_));
+  // The hierarchical step pairs slice owners across nodes: every node must
+  // cut the chunk the same way, so every node needs the same rank count.
+  int extremes[2] = {self->local_size_, -self->local_size_};
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, comm));
+  if (extremes[0] != -extremes[1] || self->local_size_ < 2) return nullptr;
+  self->node_count_ = size / self->local_size_;
+  // Ranks beyond the cores (mpirun --oversubscribe): yield at once, or a
+  // waiter spins away the time slice of the rank it waits for.
+  if (static_cast<unsigned>(self->local_size_) > std::thread::hardware_concurrency()) self->spins_ = 1;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(comm, self->local_rank_, rank, self->cross_.out()));
+  self->group_rank_.resize(static_cast<std::size_t>(self->local_size_));
+  ACCELERATE_MPI_CHECK(MPI_Allgather(&rank, 1, MPI_INT, self->group_rank_.data(), 1, MPI_INT, self->node_.get()));
+
+  self->mapping_bytes_ = kRegionBytes * static_cast<std::size_t>(self->local_size_);
+  self->mapping_ = map_segment(self->node_.get(), self->local_rank_, self->mapping_bytes_);
+  if (self->mapping_ != nullptr) {
+    // First touch by the owner: each region lands on its rank's NUMA node.
+    std::memset(static_cast<std::byte*>(self->mapping_) + kRegionBytes * static_cast<std::size_t>(self->local_rank_), 0,
+                kRegionBytes);
+  }
+  int mapped = self->mapping_ != nullptr ? 1 : 0;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mapped, 1, MPI_INT, MPI_MIN, comm));
+  if (mapped == 0) return nullptr;  // the destructor unmaps where it did map
+  return self;
+}
+
+SharedMemoryAllReduce::~SharedMemoryAllReduce() {
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+}
+
+std::byte* SharedMemoryAllReduce::slot(int local_rank, uint64_t round) const {
+  return static_cast<std::byte*>(mapping_) + kRegionBytes * static_cast<std::size_t>(local_rank) + kCounterBytes +
+         kChunkBytes * (round % 2);
+}
+
+uint64_t& SharedMemoryAllReduce::counter(int local_rank) const {
+  return *reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mapping_) +
+                                      kRegionBytes * static_cast<std::size_t>(local_rank));
+}
+
+bool SharedMemoryAllReduce::synchronise(const Waiting& waiting, std::string& missing) {
+  ++steps_;
+  // Release: this rank's writes to its slot are visible to whoever acquires
+  // the counter's new value.
+  std::atomic_ref<uint64_t>(counter(local_rank_)).store(steps_, std::memory_order_release);
+  const auto arrived = [this] {
+    for (int r = 0; r < local_size_; ++r) {
+      if (std::atomic_ref<uint64_t>(counter(r)).load(std::memory_order_acquire) < steps_) return false;
+    }
+    return true;
+  };
+  if (poll_until(waiting.deadline, arrived, waiting.while_waiting_long, spins_)) return true;
+  broken_ = true;
+  for (int r = 0; r < local_size_; ++r) {
+    const uint64_t reached = std::atomic_ref<uint64_t>(counter(r)).load(std::memory_order_acquire);
+    if (reached >= steps_) continue;
+    if (!missing.empty()) missing += ", ";
+    missing += std::to_string(group_rank_[static_cast<std::size_t>(r)]) +
+               (reached <= entry_step_ ? " (never entered this all-reduce)" : " (stopped inside this all-reduce)");
+  }
+  return false;
+}
+
+bool SharedMemoryAllReduce::reduce_slice(std::byte* chunk, int64_t begin, int64_t end, const at::TensorOptions& options,
+                                         ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting) {
+  const int64_t element = static_cast<int64_t>(options.dtype().itemsize());
+  const auto source = [&](int r) {
+    std::byte* base = r == local_rank_ ? chunk : slot(r, rounds_);
+    return at::from_blob(base + begin * element, {end - begin}, options);
+  };
+  // The result goes where this rank's own data was not copied: its slot's
+  // slice. Every rank adds in rank order, so the result does not depend on
+  // which rank owns the slice.
+  at::Tensor out = at::from_blob(slot(local_rank_, rounds_) + begin * element, {end - begin}, options);
+  combine(out, source(0), source(1), op);
+  for (int r = 2; r < local_size_; ++r) combine(out, out, source(r), op);
+  if (!reduce_across_nodes(out.data_ptr(), end - begin, type, mpi_op, waiting)) return false;
+  if (op == ReduceOp::Avg) out.div_(group_size_);
+  return true;
+}
+
+bool SharedMemoryAllReduce::reduce_across_nodes(void* data, int64_t count, MPI_Datatype type, MPI_Op mpi_op,
+                                                const Waiting& waiting) {
+  if (node_count_ == 1) return true;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, mpi_op, cross_.get(), &request));
+  const auto done = [&request] {
+    int flag = 0;
+    ACCELERATE_MPI_CHECK(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  };
+  if (poll_until(waiting.deadline, done, waiting.while_waiting_long, spins_)) return true;
+  broken_ = true;  // the request may still write into `data`: keep everything mapped
+  return false;
+}
+
+bool SharedMemoryAllReduce::reduce_whole(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op,
+                                         const Waiting& waiting, std::string& missing) {
+  const int64_t count = tensor.numel();
+  const auto bytes = static_cast<std::size_t>(count) * tensor.element_size();
+  std::memcpy(slot(local_rank_, rounds_), tensor.data_ptr(), bytes);
+  if (!synchronise(waiting, missing)) return false;
+  // Every rank combines the slots in rank order into its own tensor: one
+  // result everywhere. No second synchronisation: the next call writes the
+  // other slot, and the one after waits in its own synchronisation for
+  // every rank to have finished reading this one.
+  const auto dtype = tensor.scalar_type();
+  combine_loop(tensor.data_ptr(), slot(0, rounds_), slot(1, rounds_), count, dtype, op);
+  for (int r = 2; r < local_size_; ++r)
+    combine_loop(tensor.data_ptr(), tensor.data_ptr(), slot(r, rounds_), count, dtype, op);
+  ++rounds_;
+  if (!reduce_across_nodes(tensor.data_ptr(), count, type, mpi_op, waiting)) return false;
+  if (op == ReduceOp::Avg) divide_loop(tensor.data_ptr(), count, dtype, group_size_);
+  return true;
+}
+
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
+                                                          MPI_Op mpi_op, const Waiting& waiting) {
+  entry_step_ = steps_;
+  const auto options = tensor.options();
+  const int64_t element = static_cast<int64_t>(tensor.element_size());
+  const int64_t chunk_elements = static_cast<int64_t>(kChunkBytes) / element;
+  const int64_t align = std::max<int64_t>(1, kSliceAlignBytes / element);
+  const int64_t total = tensor.numel();
+  auto* data = static_cast<std::byte*>(tensor.data_ptr());
+  Outcome outcome;
+  if (total > 0 && static_cast<std::size_t>(total * element) <= kWholeMessageBytes) {
+    outcome.completed = reduce_whole(tensor, op, type, mpi_op, waiting, outcome.missing);
+    return outcome;
+  }
+  for (int64_t offset = 0; offset < total; offset += chunk_elements, ++rounds_) {
+    const int64_t count = std::min(chunk_elements, total - offset);
+    int64_t slice = (count + local_size_ - 1) / local_size_;
+    slice = (slice + align - 1) / align * align;
+    const auto begin_of = [&](int r) { return std::min<int64_t>(slice * r, count); };
+    const auto end_of = [&](int r) { return std::min<int64_t>(begin_of(r) + slice, count); };
+    std::byte* chunk = data + offset * element;
+    std::byte* mine = slot(local_rank_, rounds_);
+    const int64_t begin = begin_of(local_rank_);
+    const int64_t end = end_of(local_rank_);
+    // Copy in all but this rank's own slice, which it reads where it is.
+    std::memcpy(mine, chunk, static_cast<std::size_t>(begin * element));
+    std::memcpy(mine + end * element, chunk + end * element, static_cast<std::size_t>((count - end) * element));
+    outcome.completed = synchronise(waiting, outcome.missing);
+    if (!outcome.completed) return outcome;
+    if (end > begin) {
+      outcome.completed = reduce_slice(chunk, begin, end, options, op, type, mpi_op, waiting);
+      if (!outcome.completed) return outcome;
+    }
+    outcome.completed = synchronise(waiting, outcome.missing);
+    if (!outcome.completed) return outcome;
+    for (int r = 0; r < local_size_; ++r) {
+      const int64_t from = begin_of(r);
+      std::memcpy(chunk + from * element, slot(r, rounds_) + from * element,
+                  static_cast<std::size_t>((end_of(r) - from) * element));
+    }
+  }
+  return outcome;
+}
+
+}  // namespace accelerate::detail
