@@ -1,6 +1,8 @@
 // Accelerate-HPC's ProcessGroup as the implementation under test.
 //
-// all_reduce and broadcast use the blocking calls a training loop makes.
+// all_reduce and broadcast use the blocking calls a training loop makes;
+// all_reduce through MPI's algorithm (the shared-memory path switched off)
+// is a diagnostic.
 // all_gather is timed into a preallocated output (all_gather_async(out, in)
 // then wait()), the form raw MPI and Gloo are timed in; the allocating
 // convenience form `all_gather(input)` is a diagnostic, because it adds a
@@ -15,20 +17,27 @@ namespace {
 
 class AcceleratePeer final : public Peer {
  public:
-  explicit AcceleratePeer(const accelerate::State& state) : group_(accelerate::ProcessGroup::world(state)) {}
+  explicit AcceleratePeer(const accelerate::State& state)
+      : group_(accelerate::ProcessGroup::world(state)),
+        mpi_group_(accelerate::ProcessGroup::world(state, {.shared_memory_all_reduce = false})) {}
 
   [[nodiscard]] std::string name() const override { return "accelerate"; }
 
   [[nodiscard]] std::string describe() const override {
     return "Accelerate-HPC ProcessGroup::world(state), group '" + group_->name() + "' (CPU tensors: MPI backend), " +
-           "debug_mode " + (group_->debug_mode() ? "on" : "off");
+           "debug_mode " + (group_->debug_mode() ? "on" : "off") +
+           ", CPU all_reduce: " + group_->cpu_all_reduce_algorithm();
   }
 
   std::vector<Candidate> candidates(Collective op, Buffers& buffers) override {
     accelerate::ProcessGroup& group = *group_;
     switch (op) {
-      case Collective::AllReduce:
-        return {{"accelerate", "group.all_reduce(t)", false, [&group, &buffers] { group.all_reduce(buffers.data); }}};
+      case Collective::AllReduce: {
+        accelerate::ProcessGroup& mpi_group = *mpi_group_;
+        return {{"accelerate", "group.all_reduce(t)", false, [&group, &buffers] { group.all_reduce(buffers.data); }},
+                {"accelerate.mpi", "group.all_reduce(t) with shared_memory_all_reduce = false (MPI's algorithm)", true,
+                 [&mpi_group, &buffers] { mpi_group.all_reduce(buffers.data); }}};
+      }
       case Collective::Broadcast: {
         accelerate::BroadcastOptions options;
         options.root = 0;
@@ -47,6 +56,7 @@ class AcceleratePeer final : public Peer {
 
  private:
   std::unique_ptr<accelerate::ProcessGroup> group_;
+  std::unique_ptr<accelerate::ProcessGroup> mpi_group_;
 };
 
 }  // namespace

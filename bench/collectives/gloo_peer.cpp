@@ -96,8 +96,8 @@ class GlooPeer final : public Peer {
 
   [[nodiscard]] std::string describe() const override {
     return "LibTorch c10d::ProcessGroupGloo (Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
-           std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) + " headers), " +
-           transport_ + ", " + std::to_string(threads_) + " worker threads, FileStore bootstrap";
+           std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) + " headers), " + transport_ +
+           ", " + std::to_string(threads_) + " worker threads, FileStore bootstrap";
   }
 
   std::vector<Candidate> candidates(Collective op, Buffers& buffers) override {
@@ -118,7 +118,8 @@ class GlooPeer final : public Peer {
         // the other implementations write (1.13's _allgather_base is not
         // implemented for Gloo).
         std::vector<std::vector<at::Tensor>> outputs(1);
-        for (int r = 0; r < size_; ++r) outputs[0].push_back(buffers.output.narrow(0, r * buffers.count, buffers.count));
+        for (int r = 0; r < size_; ++r)
+          outputs[0].push_back(buffers.output.narrow(0, r * buffers.count, buffers.count));
         std::vector<at::Tensor> inputs{buffers.input};
         return {{"gloo", "ProcessGroupGloo::allgather({{out_0..out_n-1}}, {in})->wait()", false,
                  [group, outputs, inputs]() mutable { group->allgather(outputs, inputs)->wait(); }}};

@@ -42,8 +42,8 @@ int calibrate(MPI_Comm comm, const Candidate& candidate, const Plan& plan) {
   // Short calls: a longer probe for a steadier estimate.
   if (per_call * plan.probe < plan.batch_seconds) per_call = timed_batch(comm, candidate, plan.probe) / plan.probe;
   const double wanted = per_call > 0.0 ? std::ceil(plan.batch_seconds / per_call) : plan.max_iterations;
-  return static_cast<int>(std::clamp(wanted, static_cast<double>(plan.min_iterations),
-                                     static_cast<double>(plan.max_iterations)));
+  return static_cast<int>(
+      std::clamp(wanted, static_cast<double>(plan.min_iterations), static_cast<double>(plan.max_iterations)));
 }
 
 }  // namespace

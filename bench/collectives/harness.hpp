@@ -40,9 +40,9 @@ struct Plan {
 
 struct Samples {
   int iterations = 0;
-  std::vector<double> seconds;  ///< one per repetition: max over ranks / iterations
-  double page_faults_per_call = 0.0;  ///< minor faults over all timed calls, max over ranks
-  double preemptions_per_batch = 0.0; ///< involuntary context switches per batch, max over ranks
+  std::vector<double> seconds;         ///< one per repetition: max over ranks / iterations
+  double page_faults_per_call = 0.0;   ///< minor faults over all timed calls, max over ranks
+  double preemptions_per_batch = 0.0;  ///< involuntary context switches per batch, max over ranks
 
   [[nodiscard]] double median() const;
   [[nodiscard]] double quantile(double q) const;  ///< linear interpolation, q in [0, 1]

@@ -47,9 +47,10 @@ struct Options {
 // Returns an error message ("help" for --help), empty on success; `usage`
 // receives the generated help.
 std::string parse(int argc, char** argv, Options& options, std::string& usage) {
-  CLI::App app("all_reduce, broadcast and all_gather through Accelerate-HPC, raw MPI and c10d Gloo (under "
-               "mpirun/srun; rank 0 reports).",
-               "bench_collectives");
+  CLI::App app(
+      "all_reduce, broadcast and all_gather through Accelerate-HPC, raw MPI and c10d Gloo (under "
+      "mpirun/srun; rank 0 reports).",
+      "bench_collectives");
   app.add_option("--json", options.json, "write every measurement as JSON");
   app.add_option("--markdown", options.markdown, "write the tables as Markdown (for docs/performance.md)");
   app.add_option_function<std::vector<std::string>>(
@@ -73,7 +74,8 @@ std::string parse(int argc, char** argv, Options& options, std::string& usage) {
       ->delimiter(',')
       ->check([](const std::string& text) {
         const auto bytes = bench::parse_bytes(text);
-        return bytes && *bytes >= 4 && *bytes % 4 == 0 ? std::string() : "bad size '" + text + "' (a multiple of 4 bytes)";
+        return bytes && *bytes >= 4 && *bytes % 4 == 0 ? std::string()
+                                                       : "bad size '" + text + "' (a multiple of 4 bytes)";
       });
   app.add_option("--repetitions", options.plan.repetitions, "timed repetitions per candidate; medians are reported")
       ->capture_default_str()
@@ -91,7 +93,8 @@ std::string parse(int argc, char** argv, Options& options, std::string& usage) {
           return "'" + value + "' is not a number";
         }
       });
-  app.add_flag_function("--no-gloo", [&](std::int64_t) { options.gloo = false; }, "skip the c10d Gloo peer");
+  app.add_flag_function(
+      "--no-gloo", [&](std::int64_t) { options.gloo = false; }, "skip the c10d Gloo peer");
   app.add_flag_function(
       "--no-diagnostics", [&](std::int64_t) { options.diagnostics = false; },
       "time only accelerate, mpi and gloo (not the diagnostic candidates)");
@@ -167,6 +170,7 @@ int run(int argc, char** argv) {
   std::vector<std::unique_ptr<bench::Peer>> peers;
   peers.push_back(bench::make_accelerate_peer(state));
   peers.push_back(bench::make_mpi_peer(comm));
+  peers.push_back(bench::make_memory_peer());
   if (options.gloo) {
     auto gloo = bench::make_gloo_peer(comm, result.gloo_missing);
     if (gloo) peers.push_back(std::move(gloo));
@@ -193,7 +197,9 @@ int run(int argc, char** argv) {
           return std::find(options.only.begin(), options.only.end(), candidate.name) == options.only.end();
         });
       }
-      for (const auto& candidate : timed) validate(comm, op, buffers, candidate, rank, ranks);
+      for (const auto& candidate : timed) {
+        if (!candidate.reference) validate(comm, op, buffers, candidate, rank, ranks);
+      }
       const auto samples = bench::measure(comm, timed, options.plan);
       std::string progress;
       for (std::size_t c = 0; c < timed.size(); ++c) {

@@ -76,13 +76,12 @@ class MpiPeer final : public Peer {
           MPI_Iallreduce(MPI_IN_PLACE, buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, MPI_SUM,
                          comm, &request);
         };
-        auto all = with_diagnostics(
-            {"mpi", "MPI_Allreduce(MPI_IN_PLACE, float, sum)", false,
-             [comm, &buffers] {
-               MPI_Allreduce(MPI_IN_PLACE, buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
-                             MPI_SUM, comm);
-             }},
-            "MPI_Iallreduce", post);
+        auto all = with_diagnostics({"mpi", "MPI_Allreduce(MPI_IN_PLACE, float, sum)", false,
+                                     [comm, &buffers] {
+                                       MPI_Allreduce(MPI_IN_PLACE, buffers.data.data_ptr(),
+                                                     static_cast<int>(buffers.count), MPI_FLOAT, MPI_SUM, comm);
+                                     }},
+                                    "MPI_Iallreduce", post);
         all.push_back({"mpi.barrier+blocking", "MPI_Ibarrier + MPI_Wait, then MPI_Allreduce", true, [comm, &buffers] {
                          MPI_Request request = MPI_REQUEST_NULL;
                          MPI_Ibarrier(comm, &request);
@@ -96,25 +95,25 @@ class MpiPeer final : public Peer {
         auto post = [comm, &buffers](MPI_Request& request) {
           MPI_Ibcast(buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, 0, comm, &request);
         };
-        return with_diagnostics(
-            {"mpi", "MPI_Bcast(float, root 0)", false,
-             [comm, &buffers] {
-               MPI_Bcast(buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, 0, comm);
-             }},
-            "MPI_Ibcast", post);
+        return with_diagnostics({"mpi", "MPI_Bcast(float, root 0)", false,
+                                 [comm, &buffers] {
+                                   MPI_Bcast(buffers.data.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, 0,
+                                             comm);
+                                 }},
+                                "MPI_Ibcast", post);
       }
       case Collective::AllGather: {
         auto post = [comm, &buffers](MPI_Request& request) {
           MPI_Iallgather(buffers.input.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
                          buffers.output.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, comm, &request);
         };
-        return with_diagnostics(
-            {"mpi", "MPI_Allgather(float)", false,
-             [comm, &buffers] {
-               MPI_Allgather(buffers.input.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
-                             buffers.output.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT, comm);
-             }},
-            "MPI_Iallgather", post);
+        return with_diagnostics({"mpi", "MPI_Allgather(float)", false,
+                                 [comm, &buffers] {
+                                   MPI_Allgather(buffers.input.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
+                                                 buffers.output.data_ptr(), static_cast<int>(buffers.count), MPI_FLOAT,
+                                                 comm);
+                                 }},
+                                "MPI_Iallgather", post);
       }
     }
     return {};

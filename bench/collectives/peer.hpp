@@ -23,13 +23,16 @@ class State;
 namespace bench {
 
 struct Candidate {
-  std::string name;             ///< "accelerate", "mpi", "gloo", "mpi.nonblocking", …
-  std::string what;             ///< one line: the call being timed
-  bool diagnostic = false;      ///< excluded from the main table and the targets
-  std::function<void()> call;   ///< one complete (blocking) operation on the shared buffers
+  std::string name;            ///< "accelerate", "mpi", "gloo", "mpi.nonblocking", …
+  std::string what;            ///< one line: the call being timed
+  bool diagnostic = false;     ///< excluded from the main table and the targets
+  std::function<void()> call;  ///< one complete (blocking) operation on the shared buffers
   /// For the correctness check only, when `call` leaves its result elsewhere
   /// than the shared buffers: the same operation, then a copy into them.
   std::function<void()> check_call = nullptr;
+  /// A yardstick, not a collective (the copy of the memory floor): never
+  /// checked for a result, timed even with --no-diagnostics.
+  bool reference = false;
 };
 
 class Peer {
@@ -47,6 +50,9 @@ class Peer {
 std::unique_ptr<Peer> make_accelerate_peer(const accelerate::State& state);
 /// Raw MPI on a duplicate of `comm` (blocking collectives, plus diagnostics).
 std::unique_ptr<Peer> make_mpi_peer(MPI_Comm comm);
+/// One memcpy of the all-reduce buffer per rank, all at once: the
+/// memory-bound floor of an all-reduce (memory_peer.cpp).
+std::unique_ptr<Peer> make_memory_peer();
 /// LibTorch's c10d::ProcessGroupGloo over TCP, bootstrapped with a FileStore
 /// whose path travels over `comm`. Collective over `comm`. Returns nullptr
 /// and sets `why_not` when the benchmark was built without it.

@@ -41,7 +41,7 @@ struct TargetCheck {
   int64_t bytes = 0;
   double value = 0.0;  ///< the measured ratio or difference
   double limit = 0.0;
-  std::string unit;    ///< "x" or "us"
+  std::string unit;  ///< "x" or "us"
   bool met = false;
 };
 
