@@ -1,10 +1,14 @@
-"""PyTorch DistributedDataParallel (gloo) on bench_train's workloads.
+"""PyTorch DistributedDataParallel (gloo) on bench_train's workloads, and
+its own no-communication ceiling.
 
 Started once per rank by run.sh with RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set (env:// rendezvous on localhost). Same models, batch, loss,
 optimiser and synthetic data scheme as bench_train; rank 0 prints one JSON
-object. Ends right after its final barrier: PyTorch 1.13's gloo can hang at
-interpreter exit (run.sh also bounds the run with `timeout`).
+object whose "impl" is --name (with "_ceiling" appended under --ceiling).
+--ceiling trains the bare model on every rank at once, with no process group:
+the same compute and memory traffic without communication, the yardstick of
+this PyTorch's DDP. Ends right after its final barrier: PyTorch 1.13's gloo
+can hang at interpreter exit (run.sh also bounds the run with `timeout`).
 """
 import argparse
 import json
@@ -48,14 +52,19 @@ def main():
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--name", default="python_ddp", help="the impl name in the JSON")
+    parser.add_argument("--ceiling", action="store_true", help="no process group, no DDP")
     args = parser.parse_args()
     steps = args.steps or (200 if args.workload == "W1" else 30)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="env://")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    if args.ceiling:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    else:
+        dist.init_process_group("gloo", init_method="env://")
+        rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(1)
     model = Mlp() if args.workload == "W1" else Cnn()
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp = model if args.ceiling else nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     torch.manual_seed(1000 + rank)
     shape = (args.batch, 784) if args.workload == "W1" else (args.batch, 1, 28, 28)
@@ -71,22 +80,25 @@ def main():
 
     for i in range(args.warmup):
         step(i)
-    dist.barrier()
+    if not args.ceiling:
+        dist.barrier()
     start = time.perf_counter()
     for i in range(steps):
         loss = step(i)
     elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    if not args.ceiling:
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     seconds = elapsed.item()
     if rank == 0:
         print(json.dumps({
-            "impl": "python_ddp", "workload": args.workload, "ranks": world,
+            "impl": args.name + ("_ceiling" if args.ceiling else ""), "workload": args.workload, "ranks": world,
             "batch_per_rank": args.batch, "steps": steps, "seconds": seconds,
             "samples_per_s": steps * args.batch * world / seconds,
             "step_ms": 1e3 * seconds / steps, "final_loss": loss.item(),
             "threads": torch.get_num_threads(), "torch": torch.__version__,
         }), flush=True)
-    dist.barrier()
+    if not args.ceiling:
+        dist.barrier()
     os._exit(0)
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Data-parallel training throughput, 2 ranks x 1 thread: DistributedModel
 # ("ours") against the no-communication ceiling (same per-rank compute, no
-# collectives) and PyTorch's Python DistributedDataParallel with gloo, all in
-# one run, ROUNDS times interleaved. Prints a table (medians) and writes
+# collectives) and PyTorch's Python DistributedDataParallel with gloo -
+# Debian's 1.13 and, where it is installed, a current 2.x - each also with
+# its own ceiling, all in one run, ROUNDS times, the order of the sides
+# rotating from round to round. Prints a table (medians) and writes
 # OUTDIR/train.{json,md} and the raw runs in OUTDIR/train_runs.jsonl.
 #
 #   bench/train/run.sh OUTDIR [bench_train options for "ours"…]
@@ -15,6 +17,8 @@
 #   PYTHON      interpreter with Debian's python3-torch (default /usr/bin/python3);
 #               when torch is missing and we are root, python3-torch is installed
 #               with apt-get (said so on the output)
+#   PYTHON2     interpreter with a PyTorch 2.x (default: the venv that
+#               tests/pypi_libtorch.sh makes, when it exists; "none" skips it)
 #   TIME_LIMIT  seconds allowed per single run (default 300)
 #   NP          ranks for every side (default 2)
 set -euo pipefail
@@ -22,7 +26,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 outdir=$1
@@ -31,6 +35,10 @@ build=${BUILD_DIR:-$repo/build}
 exe=$build/bench/train/bench_train
 mpiexec=${MPIEXEC:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
+python2=${PYTHON2:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/torch-venv/bin/python}
+if [[ $python2 == none || ! -x $python2 ]] || ! "$python2" -c 'import torch.distributed' 2>/dev/null; then
+  python2=
+fi
 limit=${TIME_LIMIT:-300}
 rounds=${ROUNDS:-3}
 np=${NP:-2}
@@ -66,6 +74,11 @@ echo "launcher: $("$mpiexec" --version 2>/dev/null | head -n 1)"
 blas=$(update-alternatives --query "libblas.so.3-$(uname -m)-linux-gnu" 2>/dev/null | sed -n 's/^Value: //p' || true)
 echo "BLAS alternative (libblas.so.3): ${blas:-unknown}"
 echo "Python DDP peer: $("$python" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
+if [[ -n $python2 ]]; then
+  echo "Python DDP peer (2.x): $("$python2" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
+else
+  echo "Python DDP peer (2.x): none (set PYTHON2, or run tests/pypi_libtorch.sh once to make its venv)"
+fi
 echo
 
 run_ours() {  # workload mode [args…]
@@ -75,11 +88,14 @@ run_ours() {  # workload mode [args…]
     grep '^{' >>"$runs"
 }
 
-run_ddp() {  # workload
+run_ddp() {  # interpreter name workload [--ceiling]
+  local interpreter=$1 name=$2 workload=$3
+  shift 3
   local port=$((29500 + RANDOM % 1000)) pids=() status=0
   for ((rank = 0; rank < np; ++rank)); do
     RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      timeout "$limit" "$python" "$here/ddp_peer.py" --workload "$1" >"$outdir/.ddp_$rank.out" &
+      timeout "$limit" "$interpreter" "$here/ddp_peer.py" --workload "$workload" --name "$name" "$@" \
+      >"$outdir/.ddp_$rank.out" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
@@ -88,13 +104,32 @@ run_ddp() {  # workload
   return $status
 }
 
+# One side: a name for the log, then the command.
+side() {  # side workload [our options…]
+  local workload=$2
+  case $1 in
+    ceiling) run_ours "$workload" ceiling ;;
+    ours) shift 2; run_ours "$workload" ours "$@" ;;
+    ddp) run_ddp "$python" python_ddp "$workload" ;;
+    ddp_ceiling) run_ddp "$python" python_ddp "$workload" --ceiling ;;
+    ddp2) run_ddp "$python2" python2_ddp "$workload" ;;
+    ddp2_ceiling) run_ddp "$python2" python2_ddp "$workload" --ceiling ;;
+  esac
+}
+
+sides=(ceiling ours ddp ddp_ceiling)
+[[ -n $python2 ]] && sides+=(ddp2 ddp2_ceiling)
 status=0
 for round in $(seq 1 "$rounds"); do
   for workload in ${WORKLOADS:-W1 W2}; do
-    echo "round $round, $workload: ceiling, ours, python DDP"
-    run_ours "$workload" ceiling || { echo "run.sh: ceiling run failed" >&2; status=1; }
-    run_ours "$workload" ours "$@" || { echo "run.sh: our run failed" >&2; status=1; }
-    run_ddp "$workload" || { echo "run.sh: Python DDP run failed" >&2; status=1; }
+    # Rotate: each side runs first in some round, so none always runs on
+    # the machine as the one before it left it.
+    order=()
+    for ((k = 0; k < ${#sides[@]}; ++k)); do order+=("${sides[(k + round - 1) % ${#sides[@]}]}"); done
+    echo "round $round, $workload: ${order[*]}"
+    for name in "${order[@]}"; do
+      side "$name" "$workload" "$@" || { echo "run.sh: the $name run failed" >&2; status=1; }
+    done
   done
 done
 echo
