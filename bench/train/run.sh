@@ -17,8 +17,9 @@
 #   PYTHON      interpreter with Debian's python3-torch (default /usr/bin/python3);
 #               when torch is missing and we are root, python3-torch is installed
 #               with apt-get (said so on the output)
-#   PYTHON2     interpreter with a PyTorch 2.x (default: the venv that
-#               tests/pypi_libtorch.sh makes, when it exists; "none" skips it)
+#   PYTHON2     interpreter with a PyTorch 2.x that imports in Python (default:
+#               the full-wheel venv of `ACCELERATE_TORCH_VARIANT=cuda
+#               tests/pypi_libtorch.sh`, when it exists; "none" skips it)
 #   TIME_LIMIT  seconds allowed per single run (default 300)
 #   NP          ranks for every side (default 2)
 set -euo pipefail
@@ -35,7 +36,7 @@ build=${BUILD_DIR:-$repo/build}
 exe=$build/bench/train/bench_train
 mpiexec=${MPIEXEC:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
-python2=${PYTHON2:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/torch-venv/bin/python}
+python2=${PYTHON2:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/torch-venv-cuda/bin/python}
 if [[ $python2 == none || ! -x $python2 ]] || ! "$python2" -c 'import torch.distributed' 2>/dev/null; then
   python2=
 fi
@@ -77,7 +78,7 @@ echo "Python DDP peer: $("$python" -c 'import torch; print("PyTorch", torch.__ve
 if [[ -n $python2 ]]; then
   echo "Python DDP peer (2.x): $("$python2" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
 else
-  echo "Python DDP peer (2.x): none (set PYTHON2, or run tests/pypi_libtorch.sh once to make its venv)"
+  echo "Python DDP peer (2.x): none (set PYTHON2, or make the venv once with ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh)"
 fi
 echo
 

@@ -224,7 +224,14 @@ void GradientReducer::launch_ready_buckets(bool in_backward) {
 }
 
 void GradientReducer::launch(Bucket& bucket, bool in_backward) {
-  if (config_.gradient_as_bucket_view && scale_ != 1.0) bucket.flat.mul_(scale_);
+  // Bucket views hold unscaled gradients. An uncompressed bucket is averaged
+  // by the all-reduce itself: the shared-memory path and NCCL divide only
+  // the part each rank reduces, where scaling first is a pass over the whole
+  // bucket on every rank. A compressed one is scaled first, so that a 16-bit
+  // wire cannot overflow.
+  const bool average_on_wire =
+      config_.gradient_as_bucket_view && bucket.wire.is_same(bucket.flat) && !(compressor_ && compressor_->active());
+  if (config_.gradient_as_bucket_view && scale_ != 1.0 && !average_on_wire) bucket.flat.mul_(scale_);
   bucket.launched = true;
   ++bucket.counters.launches;
   (in_backward ? bucket.counters.launched_in_backward : bucket.counters.launched_at_finalize) += 1;
@@ -243,7 +250,8 @@ void GradientReducer::launch(Bucket& bucket, bool in_backward) {
   if (group_.size() == 1) return;
   ACCELERATE_PROFILE_RANGE("accelerate::bucket_all_reduce");
   if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
-  bucket.work = group_.all_reduce_async(bucket.wire, AllReduceOptions{});
+  bucket.work =
+      group_.all_reduce_async(bucket.wire, AllReduceOptions{.op = average_on_wire ? ReduceOp::Avg : ReduceOp::Sum});
 }
 
 void GradientReducer::progress() {

@@ -99,8 +99,8 @@ TEST_F(DistributedModelTest, TrainingMatchesSingleProcessOnGlobalBatch) {
     acc::DistributedModelOptions options;
   };
   std::vector<Variant> variants;
-  variants.push_back({"default", {}, {}});
-  variants.push_back({"bucket view", {.gradient_as_bucket_view = true}, {}});
+  variants.push_back({"default (bucket views)", {}, {}});
+  variants.push_back({"copies, no bucket view", {.gradient_as_bucket_view = false}, {}});
   variants.push_back({"bucket per parameter", {.bucket_cap_mb = 0}, {}});
   variants.push_back({"explicit synchronize", {.bucket_cap_mb = 0.0005}, {.finalize_at_backward_end = false}});
   for (const auto& v : variants) {
