@@ -197,7 +197,7 @@ def svg_plot(series, path):
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{k * 10}%</text>')
     out.append(f'<text x="{left + plot_w / 2}" y="{height - 10}" text-anchor="middle">nodes</text>')
     out.append(f'<text x="16" y="{top + plot_h / 2}" transform="rotate(-90 16 {top + plot_h / 2})" '
-               f'text-anchor="middle">step time at 1 node / step time (same work per GPU)</text>')
+               f'text-anchor="middle">one GPU without communication / the predicted step</text>')
     for i, (name, points) in enumerate(series):
         colour = colours[i % len(colours)]
         path_d = " ".join(f'{"M" if j == 0 else "L"}{px(math.log2(n)):.1f},{py(e):.1f}'

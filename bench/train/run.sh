@@ -94,7 +94,7 @@ run_ddp() {  # interpreter name workload [--ceiling]
   shift 3
   local port=$((29500 + RANDOM % 1000)) pids=() status=0
   for ((rank = 0; rank < np; ++rank)); do
-    RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    PYTHONWARNINGS=ignore RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       timeout "$limit" "$interpreter" "$here/ddp_peer.py" --workload "$workload" --name "$name" "$@" \
       >"$outdir/.ddp_$rank.out" &
     pids+=($!)
