@@ -68,5 +68,6 @@
 #include "accelerate/checkpoint/module_state.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
+#include "accelerate/checkpoint/save_load.hpp"
 #include "accelerate/checkpoint/training_checkpoint.hpp"
 #endif

@@ -153,6 +153,17 @@ std::vector<fs::path> save_model(const std::vector<std::pair<std::string, at::Te
   return written;
 }
 
+void save_safetensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors, const fs::path& file) {
+  std::set<std::string> names;
+  std::vector<std::size_t> members;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!names.insert(tensors[i].first).second) fail("tensor name '" + tensors[i].first + "' appears twice.");
+    code_of(tensors[i].second.scalar_type(), tensors[i].first);
+    members.push_back(i);
+  }
+  write_file(file, tensors, members);
+}
+
 std::map<std::string, at::Tensor> load_safetensors(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::error_code error;

@@ -16,6 +16,7 @@ target_sources(accelerate PRIVATE
   ${_checkpoint_dir}/key_report.cpp
   ${_checkpoint_dir}/module_state.cpp
   ${_checkpoint_dir}/safetensors.cpp
+  ${_checkpoint_dir}/save_load.cpp
   ${_checkpoint_dir}/safetensors_format.cpp
   ${_checkpoint_dir}/manifest.cpp
   ${_checkpoint_dir}/timestamp.cpp

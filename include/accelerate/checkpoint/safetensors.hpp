@@ -36,6 +36,11 @@ std::vector<std::filesystem::path> save_model(const std::vector<std::pair<std::s
                                               const std::filesystem::path& directory,
                                               const SaveModelOptions& options = {});
 
+/// Writes `tensors` into one .safetensors file (names unique, dtypes the
+/// format holds; ConfigError otherwise, before the file is touched).
+void save_safetensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                      const std::filesystem::path& file);
+
 /// Every tensor of one .safetensors file.
 std::map<std::string, at::Tensor> load_safetensors(const std::filesystem::path& file);
 

@@ -16,6 +16,17 @@ namespace accelerate {
 /// driver, on every visible GPU. A no-op without CUDA or without GPUs.
 void clear_device_cache() noexcept;
 
+/// Drops the caller's references and gives the freed memory back (seeds:
+/// accelerate.utils.release_memory): every argument is reset to its empty
+/// state (an undefined tensor, a null pointer, an empty container), then
+/// clear_device_cache() runs. Memory is freed only where these were the last
+/// references; a model still held elsewhere keeps its weights.
+template <class... Objects>
+void release_memory(Objects&... objects) {
+  ((objects = Objects{}), ...);
+  clear_device_cache();
+}
+
 /// Bytes the CUDA caching allocator currently reserves on `device` (live
 /// tensors plus cached free blocks); 0 without CUDA or for a device that
 /// does not exist.
