@@ -106,6 +106,41 @@ TEST(SharedMemoryAllReduce, EveryDtypeAndOpMatchesMpi) {
   }
 }
 
+TEST(SharedMemoryReduceScatter, EveryDtypeAndOpMatchesMpi) {
+  const accelerate::State state;
+  const auto shared = shared_group(state);
+  const auto mpi = mpi_group(state);
+  const int rank = state.process_index();
+  const int n = state.num_processes();
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16, torch::kInt8,
+                           torch::kInt64, torch::kBool}) {
+    const int64_t per_chunk = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
+    // Blocks of one element, of a few, and of more than a chunk's share.
+    for (const int64_t block : {int64_t{1}, int64_t{37}, per_chunk / n + 5}) {
+      for (const auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+        if (op == ReduceOp::Avg && !c10::isFloatingType(dtype)) continue;
+        const auto input = rank_values(block * n, rank, op, dtype);
+        auto ours = torch::empty({block}, input.options());
+        auto theirs = torch::empty({block}, input.options());
+        shared->reduce_scatter_async(ours, input, {.op = op})->wait();
+        mpi->reduce_scatter_async(theirs, input, {.op = op})->wait();
+        if (op == ReduceOp::Avg) {
+          EXPECT_TRUE(torch::allclose(ours.to(torch::kDouble), theirs.to(torch::kDouble), 1e-2, 0))
+              << dtype << " avg, block " << block;
+        } else {
+          EXPECT_TRUE(torch::equal(ours, theirs)) << dtype << ' ' << static_cast<int>(op) << ", block " << block;
+        }
+      }
+    }
+  }
+  // A non-contiguous output is filled in place.
+  auto base = torch::zeros({8, 3});
+  auto column = base.select(1, 1);
+  shared->reduce_scatter_async(column, torch::ones({8 * n}), {})->wait();
+  EXPECT_TRUE(torch::equal(base.select(1, 1), torch::full({8}, static_cast<double>(n))));
+  EXPECT_TRUE(torch::equal(base.select(1, 0), torch::zeros({8})));
+}
+
 TEST(SharedMemoryAllReduce, RandomFloatsAgreeWithMpiAndAreOneResultEverywhere) {
   const accelerate::State state;
   const auto shared = shared_group(state);
@@ -178,8 +213,9 @@ TEST(SharedMemoryAllReduce, NodesOfOneRankOrOfUnequalSizesKeepMpi) {
 TEST(SharedMemoryAllReduce, MissingRankIsNamedAtTheDeadline) {
   const accelerate::State state;
   if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
-  auto group = ProcessGroup::world(
-      state, {.timeout = std::chrono::milliseconds(1500), .abort_on_timeout = false, .shared_memory_all_reduce = true});
+  auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500),
+                                           .abort_on_timeout = false,
+                                           .shared_memory_all_reduce = true});
   const int missing = state.num_processes() - 1;
   auto t = torch::ones({kChunkBytes});
   if (state.process_index() != missing) {

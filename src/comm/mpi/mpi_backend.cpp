@@ -318,6 +318,31 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
   const auto [type, in, out] = stage_pair(types_, output, input, "reduce_scatter");
   check_numel(input, output.numel() * size_, "reduce_scatter", "input", "group size × output elements");
   const MPI_Op op = types_.operation(options.op, input.scalar_type());
+  if (shared_ && shared_->node_count() == 1) {
+    // One node: through shared memory, completed within the call.
+    const OperationLabel label{"reduce_scatter", to_string(options.op), -1, &input};
+    TimeoutPolicy policy = policy_;
+    if (options.timeout) policy.timeout = *options.timeout;
+    const int64_t sequence = board_->arrive();
+    const auto entered = std::chrono::steady_clock::now();
+    if (!shared_->usable()) {
+      raise_collective_timeout(label.render(), group_, sequence,
+                               "unknown: an earlier collective on this group timed out and left its shared memory "
+                               "out of step; the group cannot be used again",
+                               std::chrono::steady_clock::duration{}, policy, comm_.get());
+    }
+    at::Tensor result = out.data;
+    const auto outcome = shared_->reduce_scatter(result, in.data, options.op,
+                                                 {entered + policy.timeout, [this] { board_->serve_queries(); }});
+    if (!outcome.completed) {
+      std::string missing = board_->missing_ranks(sequence, std::chrono::seconds(2));
+      if (missing.empty()) missing = outcome.missing;
+      raise_collective_timeout(label.render(), group_, sequence, std::move(missing),
+                               std::chrono::steady_clock::now() - entered, policy, comm_.get());
+    }
+    if (out.staged()) out.original.copy_(out.data);
+    return completed_work(label.render());
+  }
   const int count = mpi_count(out.data.numel(), "reduce_scatter");
   mpi_count(in.data.numel(), "reduce_scatter");
   const int64_t sequence = board_->arrive();

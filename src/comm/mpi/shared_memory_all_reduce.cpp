@@ -262,6 +262,45 @@ bool SharedMemoryAllReduce::reduce_whole(at::Tensor& tensor, ReduceOp op, MPI_Da
   return true;
 }
 
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_scatter(at::Tensor& output, const at::Tensor& input,
+                                                                     ReduceOp op, const Waiting& waiting) {
+  entry_step_ = steps_;
+  const auto options = output.options();
+  const auto dtype = output.scalar_type();
+  const int64_t element = static_cast<int64_t>(output.element_size());
+  const int64_t block = output.numel();
+  // Each round carries `width` elements of every block, n × width in a slot.
+  const int64_t width = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / (element * local_size_));
+  const auto* in = static_cast<const std::byte*>(input.data_ptr());
+  auto* out = static_cast<std::byte*>(output.data_ptr());
+  Outcome outcome;
+  for (int64_t offset = 0; offset < block; offset += width, ++rounds_) {
+    const int64_t count = std::min(width, block - offset);
+    const auto bytes = static_cast<std::size_t>(count * element);
+    std::byte* mine = slot(local_rank_, rounds_);
+    for (int b = 0; b < local_size_; ++b) {
+      if (b == local_rank_) continue;  // this rank reads its own block where it is
+      std::memcpy(mine + static_cast<std::size_t>(b) * bytes, in + (b * block + offset) * element, bytes);
+    }
+    outcome.completed = synchronise(waiting, outcome.missing);
+    if (!outcome.completed) return outcome;
+    // Every block's rows in rank order; as in reduce_whole, the next round
+    // writes the other slot and the one after waits for every reader.
+    const auto source = [&](int r) -> const std::byte* {
+      if (r == local_rank_) return in + (local_rank_ * block + offset) * element;
+      return slot(r, rounds_) + static_cast<std::size_t>(local_rank_) * bytes;
+    };
+    const auto view = [&](const std::byte* base) {
+      return at::from_blob(const_cast<std::byte*>(base), {count}, options);
+    };
+    at::Tensor result = view(out + offset * element);
+    combine(result, view(source(0)), view(source(1)), op);
+    for (int r = 2; r < local_size_; ++r) combine(result, result, view(source(r)), op);
+  }
+  if (op == ReduceOp::Avg) output.div_(group_size_);
+  return outcome;
+}
+
 SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
                                                           MPI_Op mpi_op, const Waiting& waiting) {
   entry_step_ = steps_;

@@ -73,6 +73,13 @@ class SharedMemoryAllReduce {
   /// Avg divides by the communicator's size. Needs usable().
   Outcome run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
 
+  /// Reduce-scatters `input` (contiguous, n × output.numel() elements) into
+  /// `output` (contiguous): rank r receives the reduction of every rank's
+  /// r-th block. One synchronisation per chunk and no copy-out: each rank
+  /// reduces its own block straight from the other ranks' slots. Needs one
+  /// node (node_count() == 1) and usable().
+  Outcome reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const Waiting& waiting);
+
   [[nodiscard]] bool usable() const { return !broken_; }
   [[nodiscard]] int node_size() const { return local_size_; }
   [[nodiscard]] int node_count() const { return node_count_; }
