@@ -17,8 +17,12 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) 
 /// Ways of computing the same checksum.
 enum class Crc32cKernel {
   Portable,    // a table, one byte at a time
-  Sse42,       // the crc32 instruction, three interleaved streams
+  Sse42,       // the crc32 instruction, three interleaved streams (SSE4.2)
+  PclmulFold,  // 128-bit carry-less folding (PCLMULQDQ, VEX-encoded: needs AVX), crc32 for the last bytes
+  Avx2Fold,    // 256-bit carry-less folding (VPCLMULQDQ under AVX2), crc32 for the last bytes
   Avx512Fold,  // 512-bit carry-less folding (VPCLMULQDQ), crc32 for the last bytes
+  ArmCrc,      // aarch64: the crc32c instructions, three interleaved streams
+  PmullFold,   // aarch64: 128-bit carry-less folding (PMULL), crc32c for the last bytes
   IsaL,        // ISA-L's crc32_iscsi, which picks its own code for the CPU (x86 and aarch64)
 };
 

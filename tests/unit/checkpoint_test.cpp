@@ -66,7 +66,10 @@ TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
   std::mt19937 engine(11);
   std::vector<unsigned char> data((1 << 20) + 4096);
   for (auto& byte : data) byte = static_cast<unsigned char>(engine());
-  std::vector<std::size_t> lengths{0, 1, 7, 8, 63, 64, 255, 256, 1023, 1024, 1025, 1087, 1088, 1279, 1280, 1343, 4096};
+  // Around every kernel's thresholds and block sizes (16, 32, 64, 128 and 256 bytes).
+  std::vector<std::size_t> lengths{0,    1,    7,    8,    63,   64,   255,  256,  511,  512,
+                                   513,  527,  528,  639,  640,  655,  1023, 1024, 1025, 1040,
+                                   1055, 1056, 1072, 1087, 1088, 1279, 1280, 1343, 4096};
   for (int i = 0; i < 40; ++i) lengths.push_back(std::uniform_int_distribution<std::size_t>(1, 1 << 20)(engine));
   const auto kernels = ckpt::detail::crc32c_kernels();
   ASSERT_EQ(kernels.front(), ckpt::detail::Crc32cKernel::Portable);
@@ -100,8 +103,8 @@ TEST(Crc32c, TheDefaultIsTheFastestMeasuredKernelAndNeverThePortableOneWhenThere
 
 TEST(Json, ParsesAndWritesManifestShapes) {
   using ckpt::detail::Json;
-  const Json value = Json::parse(R"( {"a": [1, -2, 3.5e1, true, null, "x\"\u00e9"], "b": {"c": 9007199254740993}} )",
-                                 "test");
+  const Json value =
+      Json::parse(R"( {"a": [1, -2, 3.5e1, true, null, "x\"\u00e9"], "b": {"c": 9007199254740993}} )", "test");
   EXPECT_EQ(value.find("b")->find("c")->integer(), 9007199254740993LL);  // beyond double precision
   EXPECT_EQ(value.find("a")->array()[5].string(), "x\"\xc3\xa9");
   EXPECT_EQ(Json::parse(value.dump(), "again").dump(), value.dump());
@@ -117,15 +120,19 @@ TEST(Json, KeepsDoublesAndRefusesWhatItCannotRepresent) {
   EXPECT_NE(error_of([] { Json::parse("[9223372036854775808]", "big.json"); }).find("outside the 64-bit range"),
             std::string::npos);
   EXPECT_EQ(Json::parse("-9223372036854775808", "t").integer(), INT64_MIN);
-  EXPECT_NE(error_of([] { Json::parse("[123456789012345678901234567890]", "big.json"); }).find("outside the 64-bit range"),
+  EXPECT_NE(error_of([] {
+              Json::parse("[123456789012345678901234567890]", "big.json");
+            }).find("outside the 64-bit range"),
             std::string::npos);
-  EXPECT_NE(error_of([] { Json::parse(R"("\ud800")", "s.json"); }).find("must be followed by U+DC00"), std::string::npos);
+  EXPECT_NE(error_of([] { Json::parse(R"("\ud800")", "s.json"); }).find("must be followed by U+DC00"),
+            std::string::npos);
   EXPECT_NE(error_of([] { Json::parse(R"("\udc00")", "s.json"); }).find("must follow U+D800"), std::string::npos);
   EXPECT_NE(error_of([] { Json::parse("\"\xff\"", "u.json"); }).find("ill-formed UTF-8"), std::string::npos);
   EXPECT_EQ(Json::parse(R"("\ud83d\ude00")", "t").string(), "\xf0\x9f\x98\x80");
   EXPECT_NO_THROW(Json::parse(std::string(64, '[') + std::string(64, ']'), "t"));
-  EXPECT_NE(error_of([] { Json::parse(std::string(65, '[') + std::string(65, ']'), "deep.json"); })
-                .find("nesting deeper than 64"),
+  EXPECT_NE(error_of([] {
+              Json::parse(std::string(65, '[') + std::string(65, ']'), "deep.json");
+            }).find("nesting deeper than 64"),
             std::string::npos);
 }
 
@@ -183,7 +190,7 @@ TEST(CheckpointDirectory, LatestAndRotationConsiderOnlyCompleteSchemeDirectories
   fs::remove_all(root);
   make_checkpoint(root / "checkpoint_0", true);
   make_checkpoint(root / "checkpoint_2", true);
-  make_checkpoint(root / "checkpoint_10", true);  // numeric, not lexical, order
+  make_checkpoint(root / "checkpoint_10", true);        // numeric, not lexical, order
   make_checkpoint(root / "checkpoint_11", false);       // no manifest: incomplete
   make_checkpoint(root / "checkpoint_12", true, true);  // manifest size disagrees: incomplete
   make_checkpoint(root / ".checkpoint_13.tmp-abc", true);
@@ -195,8 +202,8 @@ TEST(CheckpointDirectory, LatestAndRotationConsiderOnlyCompleteSchemeDirectories
   const auto removed = ckpt::rotate_checkpoints(root, 2, root / "checkpoint_10");
   EXPECT_EQ(removed, std::vector<fs::path>{root / "checkpoint_0"});
   EXPECT_FALSE(fs::exists(root / "checkpoint_0"));
-  for (const char* kept : {"checkpoint_2", "checkpoint_10", "checkpoint_11", "checkpoint_12", ".checkpoint_13.tmp-abc",
-                           "other_99"}) {
+  for (const char* kept :
+       {"checkpoint_2", "checkpoint_10", "checkpoint_11", "checkpoint_12", ".checkpoint_13.tmp-abc", "other_99"}) {
     EXPECT_TRUE(fs::exists(root / kept)) << kept;
   }
   // total_limit 1 keeps the newest even when asked to keep an older one.

@@ -266,7 +266,6 @@ SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_scatter(at::Tensor&
                                                                      ReduceOp op, const Waiting& waiting) {
   entry_step_ = steps_;
   const auto options = output.options();
-  const auto dtype = output.scalar_type();
   const int64_t element = static_cast<int64_t>(output.element_size());
   const int64_t block = output.numel();
   // Each round carries `width` elements of every block, n × width in a slot.
