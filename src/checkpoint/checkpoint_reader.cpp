@@ -401,6 +401,72 @@ void CheckpointReader::read_replicated_into(std::string_view name, const at::Ten
   impl_->read_batch({{std::string(name), destination}}, "read_replicated");
 }
 
+void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiece> pieces) {
+  Impl& s = *impl_;
+  const IndexedEntry& entry = s.find(name);
+  require_same_on_all_ranks(s.comm, "read pieces of '" + std::string(name) + "'", "read_pieces");
+  const EntryInfo& info = entry.info;
+  const c10::ScalarType dtype = dtype_from_name(info.spec.dtype, s.where(name));
+  std::int64_t total = 1;
+  for (const std::int64_t d : info.spec.shape) total *= d;
+  std::string problem;
+  if (info.kind != EntryKind::Replicated) problem = "it is a per-rank entry; read it with read_per_rank()";
+  std::sort(pieces.begin(), pieces.end(),
+            [](const TensorPiece& a, const TensorPiece& b) { return a.offset < b.offset; });
+  for (const TensorPiece& piece : pieces) {
+    if (!problem.empty()) break;
+    const std::string which = "the piece at offset " + std::to_string(piece.offset);
+    if (!piece.data.defined() || piece.data.dim() != 1) {
+      problem = which + " is not a 1-D tensor";
+    } else if (piece.data.scalar_type() != dtype) {
+      problem = which + " is " + std::string(dtype_name(piece.data.scalar_type())) + ", the entry " + info.spec.dtype;
+    } else if (piece.offset < 0 || piece.offset + piece.data.numel() > total) {
+      problem = which + " with " + std::to_string(piece.data.numel()) + " elements lies outside the entry's " +
+                std::to_string(total);
+    }
+  }
+  if (!all_ranks_agree(s.comm, problem.empty(), "read_pieces (are every rank's pieces valid?)")) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: read_pieces of '" + s.where(name) +
+                      "': " + (problem.empty() ? "another rank's pieces are invalid (see its error)" : problem) + ".");
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  std::int64_t count = 0;
+  for (const TensorPiece& piece : pieces) {
+    if (piece.data.numel() == 0) continue;
+    ranges.emplace_back(piece.offset, piece.data.numel());
+    count += piece.data.numel();
+  }
+  // One read of this rank's selection into one buffer, in ascending order.
+  const at::Tensor buffer = at::empty({count}, at::TensorOptions().dtype(dtype));
+  if (total > 0) {
+    std::vector<hsize_t> dims(info.spec.shape.begin(), info.spec.shape.end());
+    Datatype type = hdf5_type_of(dtype, s.where(name));
+    std::int64_t unused = 0;  // HDF5 wants a buffer even for an empty selection
+    s.read_range(name, type.get(), 0, count, count > 0 ? buffer.data_ptr() : &unused,
+                 [&](hid_t space) { select_flat_ranges(space, dims, ranges); });
+  }
+  std::vector<PieceChecksum> checksums;
+  std::int64_t at = 0;
+  const auto element_size = static_cast<std::int64_t>(buffer.element_size());
+  for (const auto& [offset, length] : ranges) {
+    checksums.push_back({offset, length,
+                         crc32c(static_cast<const std::byte*>(buffer.data_ptr()) + at * element_size,
+                                static_cast<std::size_t>(length * element_size))});
+    at += length;
+  }
+  const std::uint32_t computed =
+      combine_piece_checksums(s.comm, checksums, total, static_cast<std::size_t>(element_size), s.where(name));
+  if (s.options.verify_checksums && computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
+  at = 0;
+  for (const TensorPiece& piece : pieces) {
+    const std::int64_t length = piece.data.numel();
+    if (length == 0) continue;
+    piece.data.copy_(buffer.narrow(0, at, length));
+    at += length;
+  }
+  if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(count * element_size));
+}
+
 at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   Impl& s = *impl_;
   const IndexedEntry& entry = s.find(name);

@@ -30,11 +30,35 @@ using accelerate::detail::BlockingCallWatchdog;
 
 namespace {
 
-std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
-  std::string text =
-      std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(tensor.scalar_type())) + " [";
-  for (std::int64_t d = 0; d < tensor.dim(); ++d) text += (d ? "," : "") + std::to_string(tensor.size(d));
+std::string describe(std::string_view kind, std::string_view name, c10::ScalarType dtype, at::IntArrayRef shape) {
+  std::string text = std::string(kind) + " '" + std::string(name) + "' " + std::string(dtype_name(dtype)) + " [";
+  for (std::size_t d = 0; d < shape.size(); ++d) text += (d ? "," : "") + std::to_string(shape[d]);
   return text + "]";
+}
+
+std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
+  return describe(kind, name, tensor.scalar_type(), tensor.sizes());
+}
+
+// Why this rank's pieces of a tensor of `total` elements cannot be written
+// or read; empty when they can. Sorted by offset on return.
+std::string check_pieces(std::vector<TensorPiece>& pieces, c10::ScalarType dtype, std::int64_t total) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const TensorPiece& a, const TensorPiece& b) { return a.offset < b.offset; });
+  for (const TensorPiece& piece : pieces) {
+    const std::string which = "the piece at offset " + std::to_string(piece.offset);
+    if (!piece.data.defined()) return which + " has no tensor";
+    if (piece.data.scalar_type() != dtype) {
+      return which + " is " + std::string(dtype_name(piece.data.scalar_type())) + ", the tensor " +
+             std::string(dtype_name(dtype));
+    }
+    if (piece.data.dim() != 1) return which + " is not 1-D";
+    if (piece.offset < 0 || piece.offset + piece.data.numel() > total) {
+      return which + " with " + std::to_string(piece.data.numel()) + " elements lies outside the tensor's " +
+             std::to_string(total);
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -168,6 +192,48 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
   s.tag(dataset, name, data.scalar_type(), "replicated", crc);
   dataset.close(s.where(name));
   if (s.options.on_progress) s.options.on_progress(bytes);
+}
+
+void CheckpointWriter::write_pieces(std::string_view name, c10::ScalarType dtype, at::IntArrayRef shape,
+                                    std::vector<TensorPiece> pieces) {
+  Impl& s = *impl_;
+  validate_dataset_name(name, s.options.file);
+  require_same_on_all_ranks(s.comm, describe("pieces of", name, dtype, shape), "write_pieces");
+  const std::int64_t total = c10::multiply_integers(shape);
+  const std::string problem = check_pieces(pieces, dtype, total);
+  if (!all_ranks_agree(s.comm, problem.empty(), "write_pieces (are every rank's pieces valid?)")) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: write_pieces of '" + s.where(name) +
+                      "': " + (problem.empty() ? "another rank's pieces are invalid (see its error)" : problem) + ".");
+  }
+  const std::size_t element_size = c10::elementSize(dtype);
+  // This rank's pieces, in order, in one buffer: HDF5 fills the selected
+  // elements of the file in ascending order from consecutive memory.
+  std::vector<at::Tensor> parts;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  std::vector<PieceChecksum> checksums;
+  for (const TensorPiece& piece : pieces) {
+    if (piece.data.numel() == 0) continue;
+    parts.push_back(host_contiguous(piece.data));
+    ranges.emplace_back(piece.offset, piece.data.numel());
+    checksums.push_back({piece.offset, piece.data.numel(),
+                         crc32c(parts.back().data_ptr(), static_cast<std::size_t>(parts.back().nbytes()))});
+  }
+  const std::uint32_t crc = combine_piece_checksums(s.comm, checksums, total, element_size, s.where(name));
+  const at::Tensor buffer = parts.empty() ? at::Tensor() : parts.size() == 1 ? parts.front() : at::cat(parts);
+  const std::int64_t count = buffer.defined() ? buffer.numel() : 0;
+
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Datatype type = hdf5_type_of(dtype, s.where(name));
+  Dataset dataset = s.create_dataset(name, type.get(), dims);
+  if (total > 0) {
+    s.write_selection(
+        dataset, type.get(), dims, count > 0 ? buffer.data_ptr() : static_cast<const void*>(&count), count,
+        [&](hid_t space) { select_flat_ranges(space, dims, ranges); }, name);
+  }
+  s.written += static_cast<std::uint64_t>(count) * element_size;
+  s.tag(dataset, name, dtype, "replicated", crc);
+  dataset.close(s.where(name));
+  if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(total) * element_size);
 }
 
 void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& tensor) {

@@ -1,5 +1,6 @@
 #include "checkpoint/collective.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -53,6 +54,46 @@ std::uint32_t combine_crc_in_rank_order(const DeadlineComm& comm, std::uint32_t 
   std::uint32_t combined = 0;
   for (const Share& share : all)
     combined = crc32c_combine(combined, static_cast<std::uint32_t>(share.crc), share.length);
+  return combined;
+}
+
+std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
+                                      std::int64_t total, std::size_t element_size, std::string_view where) {
+  static_assert(sizeof(PieceChecksum) == 3 * sizeof(std::int64_t), "gathered as plain bytes");
+  const std::string step = "checkpoint: all-gather of the pieces of '" + std::string(where) + "'";
+  const std::vector<int> counts = comm.all_gather(static_cast<int>(mine.size()), step);
+  std::vector<int> bytes(counts.size()), displacements(counts.size());
+  int at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    bytes[r] = counts[r] * static_cast<int>(sizeof(PieceChecksum));
+    displacements[r] = at;
+    at += bytes[r];
+  }
+  std::vector<PieceChecksum> all(static_cast<std::size_t>(at) / sizeof(PieceChecksum));
+  comm.all_gather_bytes_v(mine.data(), static_cast<int>(mine.size() * sizeof(PieceChecksum)), all.data(), bytes.data(),
+                          displacements.data(), step);
+  std::sort(all.begin(), all.end(), [](const PieceChecksum& a, const PieceChecksum& b) { return a.offset < b.offset; });
+  std::uint32_t combined = 0;
+  std::int64_t next = 0;  // the first element no piece has covered yet
+  for (const PieceChecksum& piece : all) {
+    if (piece.count == 0) continue;
+    if (piece.offset != next) {
+      throw ConfigError(accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) +
+                        "' must cover its " + std::to_string(total) + " elements exactly once, but " +
+                        (piece.offset > next ? "elements " + std::to_string(next) + " to " +
+                                                   std::to_string(piece.offset - 1) + " are in no piece"
+                                             : "element " + std::to_string(piece.offset) + " is in two pieces") +
+                        ".");
+    }
+    combined = crc32c_combine(combined, piece.crc, static_cast<std::uint64_t>(piece.count) * element_size);
+    next = piece.offset + piece.count;
+  }
+  if (next != total) {
+    throw ConfigError(
+        accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) + "' must cover its " +
+        std::to_string(total) + " elements exactly once, but they " +
+        (next > total ? "reach element " + std::to_string(next - 1) : "end at element " + std::to_string(next)) + ".");
+  }
   return combined;
 }
 

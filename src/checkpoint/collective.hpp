@@ -27,6 +27,20 @@ bool all_ranks_agree(const DeadlineComm& comm, bool ok, std::string_view step);
 /// (`crc` of `length` bytes on this rank). Collective.
 std::uint32_t combine_crc_in_rank_order(const DeadlineComm& comm, std::uint32_t crc, std::uint64_t length);
 
+/// A run of a dataset's flattened elements that this rank holds, with its CRC-32C.
+struct PieceChecksum {
+  std::int64_t offset = 0;  // first element
+  std::int64_t count = 0;   // elements
+  std::uint32_t crc = 0;    // CRC-32C of its bytes
+};
+
+/// Gathers every rank's pieces of one dataset of `total` elements and
+/// returns the dataset's CRC-32C, combined in element order. Throws
+/// ConfigError on every rank, naming `where` and the first gap or overlap,
+/// unless the pieces cover [0, total) exactly once. Collective.
+std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
+                                      std::int64_t total, std::size_t element_size, std::string_view where);
+
 /// Every rank's value of `value`, in rank order. Collective.
 std::vector<std::int64_t> all_gather(const DeadlineComm& comm, std::int64_t value, std::string_view step);
 

@@ -77,17 +77,30 @@ Share share_of(std::int64_t elements, std::size_t element_size, int rank, int si
 }
 
 void select_flat_range(hid_t space, const std::vector<hsize_t>& dims, std::int64_t begin, std::int64_t count) {
-  if (count <= 0) {
-    ACCELERATE_HDF5_CHECK(H5Sselect_none(space), "dataspace selection");
-    return;
+  select_flat_ranges(space, dims, {{begin, count}});
+}
+
+void select_flat_ranges(hid_t space, const std::vector<hsize_t>& dims,
+                        const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+  std::vector<Box> boxes;
+  bool whole_scalar = false;
+  for (const auto& [begin, count] : ranges) {
+    if (count <= 0) continue;
+    if (dims.empty()) {  // scalar dataspace: one element
+      whole_scalar = true;
+      continue;
+    }
+    std::vector<hsize_t> prefix;
+    decompose(dims, 0, prefix, begin, begin + count, boxes);
   }
-  if (dims.empty()) {  // scalar dataspace: one element
+  if (whole_scalar) {
     ACCELERATE_HDF5_CHECK(H5Sselect_all(space), "dataspace selection");
     return;
   }
-  std::vector<Box> boxes;
-  std::vector<hsize_t> prefix;
-  decompose(dims, 0, prefix, begin, begin + count, boxes);
+  if (boxes.empty()) {
+    ACCELERATE_HDF5_CHECK(H5Sselect_none(space), "dataspace selection");
+    return;
+  }
   bool first = true;
   for (const Box& box : boxes) {
     ACCELERATE_HDF5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, box.start.data(), nullptr,

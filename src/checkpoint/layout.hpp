@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace accelerate::checkpoint::detail {
@@ -23,6 +24,10 @@ Share share_of(std::int64_t elements, std::size_t element_size, int rank, int si
 /// Selects elements [begin, begin + count) of the row-major flattening of
 /// `dims` in `space` (a union of at most 2·rank boxes). count == 0 selects none.
 void select_flat_range(hid_t space, const std::vector<hsize_t>& dims, std::int64_t begin, std::int64_t count);
+/// The union of several flat ranges [begin, begin + count), each as above;
+/// HDF5 visits the selected elements in ascending order. None selects nothing.
+void select_flat_ranges(hid_t space, const std::vector<hsize_t>& dims,
+                        const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges);
 
 /// Selects row `row` (all of the trailing dimensions) of a [rows, ...] space.
 void select_row(hid_t space, const std::vector<hsize_t>& dims, std::int64_t row);

@@ -21,6 +21,7 @@
 
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/checkpoint/shard_layout.hpp"
 #include "accelerate/error.hpp"
 
 namespace accelerate::checkpoint::detail {
@@ -249,62 +250,188 @@ std::string param_group_name(std::string_view group, std::size_t index) {
   return std::string(group) + "/param_groups/" + std::to_string(index);
 }
 
+// The model's parameters of a sharded optimizer, across its param groups.
+std::vector<at::Tensor> model_parameters(const ShardLayout& shards) {
+  std::vector<at::Tensor> parameters;
+  for (const auto& group : shards.groups)
+    parameters.insert(parameters.end(), group.parameters.begin(), group.parameters.end());
+  return parameters;
+}
+
+// The shard of param group g: a ShardedOptimizer leaves exactly one parameter per group.
+const at::Tensor& shard_of(const optim::Optimizer& optimizer, const ShardLayout& shards, std::size_t g,
+                           std::string_view group) {
+  if (optimizer.param_groups().size() != shards.groups.size() || optimizer.param_groups()[g].params().size() != 1) {
+    throw ConfigError("checkpoint: group '" + std::string(group) +
+                      "': the optimizer does not have one shard per param group as its shard layout says. Save and "
+                      "load the optimizer that a ShardedOptimizer wraps.");
+  }
+  return optimizer.param_groups()[g].params().front();
+}
+
+// This rank's pieces of parameter i of a param group, as views of `shard_tensor`
+// (the shard itself, or a state tensor laid out like it).
+std::vector<TensorPiece> pieces_of(const ShardLayout::Group& layout, std::size_t i, const at::Tensor& shard_tensor) {
+  std::vector<TensorPiece> pieces;
+  for (const ShardLayout::Piece& piece : layout.pieces) {
+    if (piece.parameter == i) pieces.push_back({piece.offset, shard_tensor.narrow(0, piece.shard_offset, piece.count)});
+  }
+  return pieces;
+}
+
 }  // namespace
 
 void check_optimizer_supported(const optim::Optimizer& optimizer, std::string_view group) {
   (void)codec_for(optimizer, group);
 }
 
-std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
+std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer, const ShardLayout* shards) {
   const Codec& codec = codec_for(optimizer, "optimizer");
   std::uint64_t bytes = 0;
-  for (const auto& [key, state] : optimizer.state()) {
-    for (const auto& [name, tensor] : codec.save_state(*state).first) {
-      if (tensor.defined()) bytes += static_cast<std::uint64_t>(tensor.nbytes());
+  std::map<const void*, std::uint64_t> whole;  // a shard's impl -> its parameters' bytes
+  if (shards != nullptr) {
+    for (std::size_t g = 0; g < shards->groups.size() && g < optimizer.param_groups().size(); ++g) {
+      for (const at::Tensor& shard : optimizer.param_groups()[g].params()) {
+        std::uint64_t sum = 0;
+        for (const at::Tensor& p : shards->groups[g].parameters) sum += static_cast<std::uint64_t>(p.nbytes());
+        whole[shard.unsafeGetTensorImpl()] = sum;
+      }
+    }
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& parameter : group.params()) {
+      const auto& state = optimizer.state();
+      const auto it = state.find(state_key<std::decay_t<decltype(state)>>(parameter));
+      if (it == state.end()) continue;
+      const auto found = whole.find(parameter.unsafeGetTensorImpl());
+      for (const auto& [name, tensor] : codec.save_state(*it->second).first) {
+        if (!tensor.defined()) continue;
+        bytes += found != whole.end() ? found->second : static_cast<std::uint64_t>(tensor.nbytes());
+      }
     }
   }
   return bytes;
 }
 
 void write_optimizer(CheckpointWriter& writer, std::string_view group, const optim::Optimizer& optimizer,
-                     int sharded_over) {
-  const bool per_rank = sharded_over > 0;
+                     const ShardLayout* shards) {
   const Codec& codec = codec_for(optimizer, group);
   const auto& state = optimizer.state();
   using Map = std::decay_t<decltype(state)>;
-  const std::vector<at::Tensor> parameters = all_parameters(optimizer);
+  // The file names the model's parameters, sharded or not.
+  const std::vector<at::Tensor> parameters = shards != nullptr ? model_parameters(*shards) : all_parameters(optimizer);
   writer.set_attribute(group, "optimizer", std::string(codec.name));
   writer.set_attribute(group, "num_parameters", static_cast<std::int64_t>(parameters.size()));
   std::vector<std::int64_t> group_sizes;
-  for (const auto& param_group : optimizer.param_groups()) {
-    group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
+  if (shards != nullptr) {
+    for (const auto& layout : shards->groups)
+      group_sizes.push_back(static_cast<std::int64_t>(layout.parameters.size()));
+    writer.set_attribute(group, "saved_sharded_over", static_cast<std::int64_t>(shards->world_size));
+  } else {
+    for (const auto& param_group : optimizer.param_groups())
+      group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
   }
   writer.set_attribute(group, "param_group_sizes", group_sizes);
-  if (per_rank) writer.set_attribute(group, "sharded_world_size", static_cast<std::int64_t>(sharded_over));
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     for (const auto& [name, value] : codec.save_options(optimizer.param_groups()[g].options())) {
       writer.set_attribute(param_group_name(group, g), name, value);
     }
   }
-  for (std::size_t p = 0; p < parameters.size(); ++p) {
-    const auto it = state.find(state_key<Map>(parameters[p]));
-    if (it == state.end()) continue;  // this parameter has not been stepped yet
-    const auto [fields, step] = codec.save_state(*it->second);
-    const std::string prefix = state_group(group, p);
-    if (step) writer.set_attribute(prefix, "step", *step);
-    for (const auto& [name, tensor] : fields) {
-      if (!tensor.defined()) continue;
-      if (per_rank) {
-        writer.write_per_rank(prefix + "/" + name, tensor);
-      } else {
-        writer.write_replicated(prefix + "/" + name, tensor);
+  if (shards == nullptr) {
+    for (std::size_t p = 0; p < parameters.size(); ++p) {
+      const auto it = state.find(state_key<Map>(parameters[p]));
+      if (it == state.end()) continue;  // this parameter has not been stepped yet
+      const auto [fields, step] = codec.save_state(*it->second);
+      const std::string prefix = state_group(group, p);
+      if (step) writer.set_attribute(prefix, "step", *step);
+      for (const auto& [name, tensor] : fields) {
+        if (tensor.defined()) writer.write_replicated(prefix + "/" + name, tensor);
       }
     }
+    return;
+  }
+  // Sharded: each state tensor of a shard is cut back into the parameters it
+  // covers, and every rank writes its pieces of each whole tensor.
+  std::size_t first = 0;  // index of the group's first parameter in the file
+  for (std::size_t g = 0; g < shards->groups.size(); ++g) {
+    const ShardLayout::Group& layout = shards->groups[g];
+    const auto it = state.find(state_key<Map>(shard_of(optimizer, *shards, g, group)));
+    if (it != state.end()) {  // every rank has stepped its shard, or none has
+      const auto [fields, step] = codec.save_state(*it->second);
+      for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
+        const std::string prefix = state_group(group, first + i);
+        if (step) writer.set_attribute(prefix, "step", *step);
+        for (const auto& [name, tensor] : fields) {
+          if (!tensor.defined()) continue;
+          writer.write_pieces(prefix + "/" + name, tensor.scalar_type(), layout.parameters[i].sizes(),
+                              pieces_of(layout, i, tensor));
+        }
+      }
+    }
+    first += layout.parameters.size();
   }
 }
 
-void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer, int sharded_over) {
-  const bool per_rank = sharded_over > 0;
+namespace {
+
+// The sharded optimizer's state read from whole per-parameter tensors: for
+// each param group, every state tensor of the group's parameters is read in
+// this rank's pieces into one tensor laid out like the shard (its padding zero).
+void read_into_shards(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer,
+                      const ShardLayout& shards, const Codec& codec, const std::string& where) {
+  auto& state = optimizer.state();
+  using Map = std::decay_t<decltype(state)>;
+  std::vector<std::pair<at::Tensor, std::unique_ptr<optim::OptimizerParamState>>> loaded;
+  std::size_t first = 0;
+  for (std::size_t g = 0; g < shards.groups.size(); ++g) {
+    const ShardLayout::Group& layout = shards.groups[g];
+    const at::Tensor& shard = shard_of(optimizer, shards, g, group);
+    // Which state tensors the file holds for each parameter of the group.
+    std::set<std::string> names;
+    std::size_t with_state = 0;
+    for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
+      std::set<std::string> mine;
+      const std::string prefix = state_group(group, first + i) + "/";
+      for (const EntryInfo& entry : reader.entries(state_group(group, first + i))) {
+        mine.insert(entry.spec.name.substr(prefix.size()));
+      }
+      if (mine.empty()) continue;
+      if (with_state++ > 0 && mine != names) {
+        throw ConfigError(where + ": the parameters of param group " + std::to_string(g) +
+                          " hold different kinds of state; a sharded optimizer steps them as one, so it cannot load "
+                          "this state. Load it without sharding.");
+      }
+      names = mine;
+    }
+    if (with_state != 0 && with_state != layout.parameters.size()) {
+      throw ConfigError(where + ": only " + std::to_string(with_state) + " of the " +
+                        std::to_string(layout.parameters.size()) + " parameters of param group " + std::to_string(g) +
+                        " have state; a sharded optimizer steps them as one. Load it without sharding.");
+    }
+    if (with_state != 0) {
+      Fields fields;
+      for (const std::string& name : names) {
+        at::Tensor values = at::zeros_like(shard);
+        for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
+          reader.read_pieces(state_group(group, first + i) + "/" + name, pieces_of(layout, i, values));
+        }
+        fields[name] = values;
+      }
+      const auto step = reader.attribute(state_group(group, first), "step");
+      loaded.emplace_back(shard,
+                          codec.make_state(fields, step ? std::optional<std::int64_t>(std::get<std::int64_t>(*step))
+                                                        : std::nullopt));
+    }
+    first += layout.parameters.size();
+  }
+  state.clear();
+  for (auto& [shard, param_state] : loaded) state[state_key<Map>(shard)] = std::move(param_state);
+}
+
+}  // namespace
+
+void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer,
+                    const ShardLayout* shards) {
   const Codec& codec = codec_for(optimizer, group);
   const std::string where = "checkpoint '" + reader.file().string() + "', group '" + std::string(group) + "'";
   const auto saved_name = reader.attribute(group, "optimizer");
@@ -314,59 +441,33 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
                       " optimizer state, but this optimizer is " + codec.name +
                       ". Prepare the same optimizer types in the same order as when saving.");
   }
-  const auto sharded = reader.attribute(group, "sharded_world_size");
-  if (sharded.has_value() != per_rank) {
-    throw ConfigError(where + (per_rank ? ": the checkpoint holds the whole optimizer state, but this optimizer is "
-                                          "sharded (ZeRO). Load it without sharding, or start the sharded run afresh."
-                                        : ": the checkpoint holds optimizer state sharded over " +
-                                              std::to_string(std::get<std::int64_t>(*sharded)) +
-                                              " ranks (ZeRO), but this optimizer is not sharded. Load it with the "
-                                              "same sharding."));
-  }
-  if (per_rank && std::get<std::int64_t>(*sharded) != sharded_over) {
-    throw ConfigError(where + ": the optimizer state was sharded over " +
-                      std::to_string(std::get<std::int64_t>(*sharded)) + " ranks and " + std::to_string(sharded_over) +
-                      " ranks load it; resharding optimizer state is not built yet. Resume on " +
-                      std::to_string(std::get<std::int64_t>(*sharded)) + " ranks.");
+  // The per-rank layout of earlier versions: one row per rank of the shards.
+  const auto rows = reader.attribute(group, "sharded_world_size");
+  const bool per_rank = rows.has_value();
+  if (per_rank) {
+    const std::int64_t saved = std::get<std::int64_t>(*rows);
+    if (shards == nullptr || saved != shards->world_size) {
+      throw ConfigError(where + ": the optimizer state is stored one row per rank of " + std::to_string(saved) +
+                        " ranks (ZeRO; the layout of earlier versions), which loads only with the same sharding on " +
+                        std::to_string(saved) +
+                        " ranks. Resume it that way once; the checkpoints saved from then on load with any sharding "
+                        "on any number of ranks.");
+    }
   }
 
   std::vector<std::int64_t> group_sizes;
-  for (const auto& param_group : optimizer.param_groups()) {
-    group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
+  if (shards != nullptr && !per_rank) {
+    for (const auto& layout : shards->groups)
+      group_sizes.push_back(static_cast<std::int64_t>(layout.parameters.size()));
+  } else {
+    for (const auto& param_group : optimizer.param_groups())
+      group_sizes.push_back(static_cast<std::int64_t>(param_group.params().size()));
   }
   const auto saved_sizes = reader.attribute(group, "param_group_sizes");
   if (!saved_sizes || std::get<std::vector<std::int64_t>>(*saved_sizes) != group_sizes) {
     throw ConfigError(where +
                       ": the parameter groups differ (the checkpoint's sizes do not match this "
                       "optimizer's). Build the optimizer over the same parameters in the same order.");
-  }
-
-  // Read everything first, then replace the optimizer's state in one go.
-  const std::vector<at::Tensor> parameters = all_parameters(optimizer);
-  std::map<std::size_t, Fields> fields;
-  const std::string state_prefix = std::string(group) + "/state/";
-  std::vector<std::string> names;
-  std::vector<std::pair<std::size_t, std::string>> slots;  // (parameter, field) of each name
-  for (const EntryInfo& entry : reader.entries(std::string(group) + "/state")) {
-    const std::string rest = entry.spec.name.substr(state_prefix.size());
-    const auto slash = rest.find('/');
-    const std::size_t index = std::stoull(rest.substr(0, slash));
-    if (index >= parameters.size()) {
-      throw ConfigError(where + ": state for parameter " + std::to_string(index) + " but the optimizer has " +
-                        std::to_string(parameters.size()) + " parameters");
-    }
-    names.push_back(entry.spec.name);
-    slots.emplace_back(index, rest.substr(slash + 1));
-  }
-  std::vector<at::Tensor> tensors;
-  if (per_rank) {
-    for (const std::string& name : names) tensors.push_back(reader.read_per_rank(name));
-  } else {
-    tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
-  }
-  for (std::size_t k = 0; k < tensors.size(); ++k) {
-    const auto& [index, field] = slots[k];
-    fields[index][field] = tensors[k].to(parameters[index].device());
   }
   std::vector<Scalars> options(optimizer.param_groups().size());
   for (std::size_t g = 0; g < options.size(); ++g) {
@@ -378,17 +479,47 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
       options[g][name] = std::get<double>(*value);
     }
   }
-  std::map<std::size_t, std::optional<std::int64_t>> steps;
-  for (const auto& [index, unused] : fields) {
-    const auto step = reader.attribute(state_group(group, index), "step");
-    steps[index] = step ? std::optional<std::int64_t>(std::get<std::int64_t>(*step)) : std::nullopt;
-  }
-
-  auto& state = optimizer.state();
-  using Map = std::decay_t<decltype(state)>;
-  state.clear();
-  for (const auto& [index, tensors] : fields) {
-    state[state_key<Map>(parameters[index])] = codec.make_state(tensors, steps[index]);
+  if (shards != nullptr && !per_rank) {
+    read_into_shards(reader, group, optimizer, *shards, codec, where);
+  } else {
+    // Read everything first, then replace the optimizer's state in one go.
+    const std::vector<at::Tensor> parameters = all_parameters(optimizer);
+    std::map<std::size_t, Fields> fields;
+    const std::string state_prefix = std::string(group) + "/state/";
+    std::vector<std::string> names;
+    std::vector<std::pair<std::size_t, std::string>> slots;  // (parameter, field) of each name
+    for (const EntryInfo& entry : reader.entries(std::string(group) + "/state")) {
+      const std::string rest = entry.spec.name.substr(state_prefix.size());
+      const auto slash = rest.find('/');
+      const std::size_t index = std::stoull(rest.substr(0, slash));
+      if (index >= parameters.size()) {
+        throw ConfigError(where + ": state for parameter " + std::to_string(index) + " but the optimizer has " +
+                          std::to_string(parameters.size()) + " parameters");
+      }
+      names.push_back(entry.spec.name);
+      slots.emplace_back(index, rest.substr(slash + 1));
+    }
+    std::vector<at::Tensor> tensors;
+    if (per_rank) {
+      for (const std::string& name : names) tensors.push_back(reader.read_per_rank(name));
+    } else {
+      tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
+    }
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+      const auto& [index, field] = slots[k];
+      fields[index][field] = tensors[k].to(parameters[index].device());
+    }
+    std::map<std::size_t, std::optional<std::int64_t>> steps;
+    for (const auto& [index, unused] : fields) {
+      const auto step = reader.attribute(state_group(group, index), "step");
+      steps[index] = step ? std::optional<std::int64_t>(std::get<std::int64_t>(*step)) : std::nullopt;
+    }
+    auto& state = optimizer.state();
+    using Map = std::decay_t<decltype(state)>;
+    state.clear();
+    for (const auto& [index, tensors] : fields) {
+      state[state_key<Map>(parameters[index])] = codec.make_state(tensors, steps[index]);
+    }
   }
   for (std::size_t g = 0; g < options.size(); ++g)
     codec.load_options(optimizer.param_groups()[g].options(), options[g]);

@@ -82,12 +82,20 @@ class StateProgress {
   std::uint64_t bytes_ = 0;
 };
 
+// A ShardedOptimizer's layout, or nullptr for whole state.
+const ShardLayout* shards_of(const TrainingStateRefs& refs, std::size_t optimizer) {
+  return optimizer < refs.optimizer_shards.size() && refs.optimizer_shards[optimizer]
+             ? &*refs.optimizer_shards[optimizer]
+             : nullptr;
+}
+
 std::uint64_t large_state_bytes(const TrainingStateRefs& refs) {
   std::uint64_t bytes = 0;
   for (torch::nn::Module* model : refs.models) {
     for (const auto& [name, tensor] : module_state(*model)) bytes += static_cast<std::uint64_t>(tensor.nbytes());
   }
-  for (torch::optim::Optimizer* optimizer : refs.optimizers) bytes += detail::optimizer_state_bytes(*optimizer);
+  for (std::size_t i = 0; i < refs.optimizers.size(); ++i)
+    bytes += detail::optimizer_state_bytes(*refs.optimizers[i], shards_of(refs, i));
   return bytes;
 }
 
@@ -146,10 +154,6 @@ void read_rng_states(CheckpointReader& reader) {
   }
 }
 
-int sharded_over(const TrainingStateRefs& refs, std::size_t optimizer) {
-  return optimizer < refs.optimizer_shards.size() ? refs.optimizer_shards[optimizer] : 0;
-}
-
 void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
     const std::string group = indexed_group(MODEL_NAME, i);
@@ -157,7 +161,7 @@ void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
       writer.write_replicated(group + "/" + name, tensor);
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], sharded_over(refs, i));
+    detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], shards_of(refs, i));
   }
   for (std::size_t i = 0; i < refs.schedulers.size(); ++i) {
     write_counters(writer, indexed_group(SCHEDULER_NAME, i), refs.schedulers[i]);
@@ -215,7 +219,7 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
     read_counters(reader, indexed_group(SCHEDULER_NAME, i), refs.schedulers[i]);
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::read_optimizer(reader, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], sharded_over(refs, i));
+    detail::read_optimizer(reader, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], shards_of(refs, i));
   }
   if (refs.scaler != nullptr && refs.scaler->is_enabled()) {
     const std::string group(SCALER_NAME);

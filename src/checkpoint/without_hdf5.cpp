@@ -26,6 +26,9 @@ CheckpointWriter::CheckpointWriter(const WriterOptions&, const CheckpointInfo&) 
 CheckpointWriter::~CheckpointWriter() = default;
 void CheckpointWriter::write_replicated(std::string_view, const at::Tensor&) { not_built("CheckpointWriter"); }
 void CheckpointWriter::write_per_rank(std::string_view, const at::Tensor&) { not_built("CheckpointWriter"); }
+void CheckpointWriter::write_pieces(std::string_view, c10::ScalarType, at::IntArrayRef, std::vector<TensorPiece>) {
+  not_built("CheckpointWriter");
+}
 void CheckpointWriter::write_per_rank_bytes(std::string_view, std::span<const std::byte>) {
   not_built("CheckpointWriter");
 }
@@ -57,6 +60,7 @@ std::vector<at::Tensor> CheckpointReader::read_replicated(const std::vector<std:
 void CheckpointReader::read_replicated_into(std::string_view, const at::Tensor&) { not_built("CheckpointReader"); }
 int CheckpointReader::per_rank_source_row() const { not_built("CheckpointReader"); }
 at::Tensor CheckpointReader::read_per_rank(std::string_view, int) { not_built("CheckpointReader"); }
+void CheckpointReader::read_pieces(std::string_view, std::vector<TensorPiece>) { not_built("CheckpointReader"); }
 std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view, int) { not_built("CheckpointReader"); }
 std::optional<AttributeValue> CheckpointReader::attribute(std::string_view, std::string_view) {
   not_built("CheckpointReader");

@@ -360,7 +360,8 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   for (const auto& model : models_) refs.models.push_back(model->module().get());
   for (const auto& optimizer : optimizers_) {
     refs.optimizers.push_back(&optimizer->optimizer());
-    refs.optimizer_shards.push_back(optimizer->sharded() != nullptr ? world_->size() : 0);
+    refs.optimizer_shards.push_back(
+        optimizer->sharded() != nullptr ? std::optional(optimizer->sharded()->shard_layout()) : std::nullopt);
   }
   for (const auto& scheduler : schedulers_) {
     refs.schedulers.push_back({[scheduler] {
@@ -412,7 +413,8 @@ void Accelerator::register_for_checkpointing(std::shared_ptr<torch::nn::Module> 
     torch::NoGradGuard no_grad;
     for (auto& [name, tensor] : checkpoint::module_state(*module)) tensor.copy_(saved.at(name));
   };
-  register_for_checkpointing(checkpoint::TensorState{std::move(save), std::move(load)});
+  register_for_checkpointing(
+      checkpoint::TensorState{.save = std::move(save), .load = std::move(load), .per_rank = false, .attributes = {}});
 }
 
 void Accelerator::register_for_checkpointing(checkpoint::TensorState state) {

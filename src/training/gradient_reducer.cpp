@@ -250,8 +250,9 @@ void GradientReducer::launch(Bucket& bucket, bool in_backward) {
   if (group_.size() == 1) return;
   ACCELERATE_PROFILE_RANGE("accelerate::bucket_all_reduce");
   if (!bucket.wire.is_same(bucket.flat)) bucket.wire.copy_(bucket.flat);
-  bucket.work =
-      group_.all_reduce_async(bucket.wire, AllReduceOptions{.op = average_on_wire ? ReduceOp::Avg : ReduceOp::Sum});
+  AllReduceOptions options;
+  options.op = average_on_wire ? ReduceOp::Avg : ReduceOp::Sum;
+  bucket.work = group_.all_reduce_async(bucket.wire, options);
 }
 
 void GradientReducer::progress() {

@@ -132,6 +132,23 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
+checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
+  checkpoint::ShardLayout layout;
+  layout.world_size = group_.size();
+  for (const FlatGroup& flat : groups_) {
+    checkpoint::ShardLayout::Group group;
+    group.parameters = flat.parameters;
+    for (const FlatGroup::Bucket& bucket : flat.buckets) {
+      const auto [begin, end] = flat.owned(bucket, group_.rank());
+      flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
+        group.pieces.push_back({p, in_param, n, bucket.shard_offset + (at - begin)});
+      });
+    }
+    layout.groups.push_back(std::move(group));
+  }
+  return layout;
+}
+
 void ShardedOptimizer::parameters_into_shard(FlatGroup& flat) {
   const int rank = group_.rank();
   for (const auto& bucket : flat.buckets) {

@@ -238,6 +238,97 @@ TEST(CheckpointIo, CorruptionNamesFileAndDataset) {
   cleanup(dir);
 }
 
+// Rank r's pieces of a tensor of `total` elements: every run of `run`
+// elements whose index is r modulo the number of ranks (interleaved cuts,
+// as a sharded optimizer's are), as views of `whole`.
+std::vector<ckpt::TensorPiece> interleaved_pieces(const at::Tensor& whole, std::int64_t run, int rank, int size) {
+  std::vector<ckpt::TensorPiece> pieces;
+  const at::Tensor flat = whole.reshape({-1});
+  for (std::int64_t k = 0, at = 0; at < flat.numel(); ++k, at += run) {
+    if (k % size == rank) pieces.push_back({at, flat.narrow(0, at, std::min(run, flat.numel() - at))});
+  }
+  return pieces;
+}
+
+// Pieces written by every rank make one whole dataset: read whole (its
+// checksum is the whole tensor's), read in another cut, and checked against damage.
+TEST(CheckpointIo, PiecesOfEveryRankMakeOneDataset) {
+  const fs::path dir = shared_directory("pieces");
+  const fs::path file = dir / "state.h5";
+  const at::Tensor whole = sample(at::kFloat, {5, 7}, 9);
+  const at::Tensor large = sample(at::kDouble, {301, 53}, 4);  // many runs, rows cut mid-way
+  {
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = file}, {});
+    writer.write_pieces("optimizer/whole", at::kFloat, whole.sizes(),
+                        interleaved_pieces(whole, 3, world_rank(), world_size()));
+    writer.write_pieces("optimizer/large", at::kDouble, large.sizes(),
+                        interleaved_pieces(large, 1000, world_rank(), world_size()));
+    writer.close();
+  }
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+  EXPECT_TRUE(at::equal(reader.read_replicated("optimizer/whole"), whole));
+  EXPECT_TRUE(at::equal(reader.read_replicated("optimizer/large"), large));
+  // Another cut: runs of 4 from the other end of the ranks.
+  const int mirrored = world_size() - 1 - world_rank();
+  at::Tensor got = at::full_like(whole, -1);
+  reader.read_pieces("optimizer/whole", interleaved_pieces(got, 4, mirrored, world_size()));
+  const at::Tensor mask = at::zeros({whole.numel()}, at::kBool);
+  for (const auto& piece : interleaved_pieces(mask, 4, mirrored, world_size())) piece.data.fill_(true);
+  EXPECT_TRUE(at::equal(got.reshape({-1}).masked_select(mask), whole.reshape({-1}).masked_select(mask)));
+  EXPECT_TRUE(got.reshape({-1}).masked_select(mask.logical_not()).eq(-1).all().item<bool>());
+
+  damage_dataset(file, "optimizer/large", 8 * 2000 + 3);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ckpt::CheckpointReader damaged({.comm = MPI_COMM_WORLD, .file = file});
+  at::Tensor into = at::empty_like(large);
+  const std::string message = error_of<accelerate::Hdf5Error>(
+      [&] { damaged.read_pieces("optimizer/large", interleaved_pieces(into, 777, world_rank(), world_size())); });
+  EXPECT_NE(message.find("'/optimizer/large' is corrupted"), std::string::npos) << message;
+  cleanup(dir);
+}
+
+// Pieces that leave a gap or overlap are refused on every rank, with the
+// elements named, before anything is written or read.
+TEST(CheckpointIo, PiecesThatDoNotTileTheTensorAreRefusedOnEveryRank) {
+  const fs::path dir = shared_directory("pieces_bad");
+  const fs::path file = dir / "state.h5";
+  const at::Tensor whole = sample(at::kFloat, {4, 6}, 2);
+  {
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = file}, {});
+    auto gap = interleaved_pieces(whole, 5, world_rank(), world_size());
+    if (world_rank() == 0) gap.erase(gap.begin());  // elements 0 to 4 in no piece
+    std::string message = error_of<accelerate::ConfigError>(
+        [&] { writer.write_pieces("optimizer/gap", at::kFloat, whole.sizes(), gap); });
+    EXPECT_NE(message.find("elements 0 to 4 are in no piece"), std::string::npos) << message;
+
+    auto overlap = interleaved_pieces(whole, 5, world_rank(), world_size());
+    if (world_rank() == 0) overlap.push_back({22, whole.reshape({-1}).narrow(0, 22, 2)});  // the last two again
+    message = error_of<accelerate::ConfigError>(
+        [&] { writer.write_pieces("optimizer/overlap", at::kFloat, whole.sizes(), overlap); });
+    EXPECT_NE(message.find("is in two pieces"), std::string::npos) << message;
+
+    auto outside = interleaved_pieces(whole, 5, world_rank(), world_size());
+    if (world_rank() == world_size() - 1) outside.push_back({24, whole.reshape({-1}).narrow(0, 0, 1)});
+    message = error_of<accelerate::ConfigError>(
+        [&] { writer.write_pieces("optimizer/outside", at::kFloat, whole.sizes(), outside); });
+    EXPECT_NE(message.find(world_rank() == world_size() - 1 ? "lies outside the tensor's 24" : "another rank's pieces"),
+              std::string::npos)
+        << message;
+    writer.write_pieces("optimizer/good", at::kFloat, whole.sizes(),
+                        interleaved_pieces(whole, 5, world_rank(), world_size()));
+    writer.close();
+  }
+  ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+  at::Tensor into = at::empty_like(whole);
+  auto partial = interleaved_pieces(into, 6, world_rank(), world_size());
+  if (world_rank() == world_size() - 1) partial.pop_back();  // the last run in no piece
+  const std::string message = error_of<accelerate::ConfigError>([&] { reader.read_pieces("optimizer/good", partial); });
+  EXPECT_NE(message.find("must cover its 24 elements exactly once, but they end at element 18"), std::string::npos)
+      << message;
+  reader.read_pieces("optimizer/good", interleaved_pieces(into, 6, world_rank(), world_size()));
+  cleanup(dir);
+}
+
 // An entry kind this version does not know (a newer writer, or damage) is an
 // error naming the file, the dataset and the kind; it is never read as
 // another layout.
@@ -262,8 +353,8 @@ TEST(CheckpointIo, UnknownEntryKindIsAnError) {
     H5Fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::string message = error_of<accelerate::Hdf5Error>(
-      [&] { ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file}); });
+  const std::string message =
+      error_of<accelerate::Hdf5Error>([&] { ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file}); });
   EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   EXPECT_NE(message.find("/rng/state"), std::string::npos) << message;
   EXPECT_NE(message.find("unknown kind 'sharded_v9'"), std::string::npos) << message;
@@ -340,8 +431,8 @@ TEST(CheckpointIo, StrictAndNonStrictKeyReports) {
   ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = dir / "state.h5"});
   std::map<std::string, at::Tensor> destination;
   for (const Case& c : cases()) destination[c.name] = at::zeros(c.shape, at::TensorOptions().dtype(c.type));
-  destination.erase("double_1d");                          // unexpected in the file
-  destination.erase("int8_1d");                            // unexpected in the file
+  destination.erase("double_1d");                            // unexpected in the file
+  destination.erase("int8_1d");                              // unexpected in the file
   destination["extra.weight"] = at::zeros({2}, at::kFloat);  // missing from the file
   destination["half_2d"] = at::zeros({3, 6}, at::kHalf);     // mis-shaped
   destination["int64_1d"] = at::zeros({9}, at::kInt);        // wrong dtype

@@ -19,6 +19,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/distributed_model.hpp"
+#include "common/odd_sized_net.hpp"
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
 
@@ -30,19 +31,7 @@ namespace {
 
 namespace acc = accelerate;
 
-// Odd sizes, so that parameters straddle buckets and shards.
-struct Net : torch::nn::Module {
-  explicit Net(std::int64_t seed) {
-    torch::manual_seed(seed);
-    fc1 = register_module("fc1", torch::nn::Linear(7, 13));
-    fc2 = register_module("fc2", torch::nn::Linear(13, 5));
-    fc3 = register_module("fc3", torch::nn::Linear(5, 3));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc3->forward(torch::tanh(fc2->forward(torch::tanh(fc1->forward(x)))));
-  }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
-};
+using Net = acc::testing::OddSizedNet;
 
 constexpr int kSteps = 5;
 constexpr std::int64_t kRowsPerRank = 6;

@@ -29,6 +29,9 @@ accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)
 # Sharded training through the Accelerator (fsdp_plugin SHARD_GRAD_OP) against NO_SHARD, resumed.
 if(ACCELERATE_HAVE_HDF5)
+  # Sharded optimizer state saved whole, resumed under other shardings and rank counts.
+  accelerate_add_mpi_test(sharded_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_checkpoint_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint)
   accelerate_add_mpi_test(accelerator_sharding_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_sharding_test.cpp
                           NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)

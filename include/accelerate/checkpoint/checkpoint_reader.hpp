@@ -32,10 +32,7 @@
 
 #include "accelerate/checkpoint/attribute_value.hpp"
 #include "accelerate/checkpoint/key_report.hpp"
-
-namespace at {
-class Tensor;
-}
+#include "accelerate/checkpoint/tensor_piece.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -121,6 +118,12 @@ class CheckpointReader {
   /// Reads a replicated tensor into `destination` (contiguous CPU tensor of
   /// the stored dtype and shape; other devices are copied through the CPU).
   void read_replicated_into(std::string_view name, const at::Tensor& destination);
+
+  /// Reads pieces of a replicated entry into the pieces' tensors (1-D, of
+  /// the entry's dtype, any device): each rank its own cut, none is fine.
+  /// The ranks' pieces must together cover the entry exactly once, which
+  /// lets the checksum be verified (ConfigError on every rank otherwise).
+  void read_pieces(std::string_view name, std::vector<TensorPiece> pieces);
 
   /// The row this rank reads from per-rank entries saved on `saved_world_size`
   /// ranks: its own rank when it existed, else rank % saved_world_size.

@@ -29,12 +29,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "accelerate/checkpoint/attribute_value.hpp"
-
-namespace at {
-class Tensor;
-}
+#include "accelerate/checkpoint/tensor_piece.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -84,6 +82,14 @@ class CheckpointWriter {
   /// contiguous shares of the flattened data, one per rank, so the write
   /// bandwidth grows with the number of ranks.
   void write_replicated(std::string_view name, const at::Tensor& tensor);
+
+  /// A tensor of `dtype` and `shape` that no rank holds whole: each rank
+  /// passes the pieces it holds (none is fine), and together they must cover
+  /// the tensor exactly once (ConfigError on every rank otherwise, naming the
+  /// gap or the overlap). The entry is an ordinary replicated dataset, read
+  /// whole with read_replicated() or in any other cut with read_pieces().
+  void write_pieces(std::string_view name, c10::ScalarType dtype, at::IntArrayRef shape,
+                    std::vector<TensorPiece> pieces);
 
   /// This rank's value of a per-rank tensor: row `rank` of a dataset of
   /// shape [world_size, ...shape]. Shapes and dtypes must agree across ranks.

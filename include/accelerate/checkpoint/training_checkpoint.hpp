@@ -18,6 +18,7 @@
 
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/project_configuration.hpp"
+#include "accelerate/checkpoint/shard_layout.hpp"
 
 namespace at {
 class Tensor;
@@ -63,9 +64,11 @@ struct TensorState {
 struct TrainingStateRefs {
   std::vector<torch::nn::Module*> models;
   std::vector<torch::optim::Optimizer*> optimizers;
-  /// Per optimizer (empty: none): the ranks its state is sharded over (a
-  /// ShardedOptimizer's; written one row per rank), or 0 for whole state.
-  std::vector<int> optimizer_shards;
+  /// Per optimizer (empty: none): how a ShardedOptimizer's shards map to the
+  /// model's parameters, or nullopt for an optimizer of whole parameters.
+  /// Sharded state is saved as whole per-parameter tensors all the same, so a
+  /// checkpoint loads with any sharding on any number of ranks.
+  std::vector<std::optional<ShardLayout>> optimizer_shards;
   std::vector<CounterState> schedulers;
   GradScaler* scaler = nullptr;  // saved when enabled
   std::vector<CounterState> dataloaders;

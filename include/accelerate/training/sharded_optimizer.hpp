@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "accelerate/checkpoint/shard_layout.hpp"
 #include "accelerate/comm/process_group.hpp"
 
 namespace torch::optim {
@@ -92,6 +93,10 @@ class ShardedOptimizer {
   [[nodiscard]] std::int64_t shard_elements() const noexcept;
   /// This rank's shard of param group `g` (the tensor the optimizer steps).
   [[nodiscard]] const at::Tensor& shard(std::size_t g) const;
+  /// How this rank's shards map to the model's parameters: what checkpoints
+  /// use to store the state as whole per-parameter tensors and to cut it
+  /// into another sharding's shards on load.
+  [[nodiscard]] checkpoint::ShardLayout shard_layout() const;
 
  private:
   struct FlatGroup;

@@ -1,0 +1,34 @@
+// How the parameters of a sharded optimizer map to the model's parameters on
+// this rank. A ShardedOptimizer steps one flat shard per param group; the
+// checkpoint code uses this map to store the optimizer state as whole
+// per-parameter tensors (each rank writing its pieces), so that the file does
+// not depend on the number of ranks or on the sharding, and to cut such a
+// file into another rank count's shards on load.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace accelerate::checkpoint {
+
+struct ShardLayout {
+  /// A run of one model parameter inside this rank's shard.
+  struct Piece {
+    std::size_t parameter = 0;      // index among the param group's model parameters
+    std::int64_t offset = 0;        // first element, in the flattened parameter
+    std::int64_t count = 0;         // elements
+    std::int64_t shard_offset = 0;  // where the run sits in the shard
+  };
+  /// One param group: the optimizer's one shard stands for these parameters.
+  struct Group {
+    std::vector<at::Tensor> parameters;  // the model's parameters of the group, in order
+    std::vector<Piece> pieces;           // this rank's runs, in shard order (padding excluded)
+  };
+  int world_size = 1;         // ranks the state is sharded over
+  std::vector<Group> groups;  // one per param group of the optimizer
+};
+
+}  // namespace accelerate::checkpoint
