@@ -20,7 +20,7 @@ LAYERS = [
     {"data"},
     {"amp"},
     {"checkpoint"},
-    {"tracking", "profiling"},
+    {"tracking", "profiling", "modeling"},
     {"training"},
     {"interop"},
     {"cli"},

@@ -1,0 +1,2 @@
+# Sources of the modeling module, the big-model utilities (include()d from src/CMakeLists.txt).
+target_sources(accelerate PRIVATE ${CMAKE_CURRENT_LIST_DIR}/module_sizes.cpp)
