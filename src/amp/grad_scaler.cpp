@@ -216,8 +216,12 @@ void GradScaler::unscale_(const std::vector<at::Tensor>& parameters) {
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+  return step(optimizer, [&optimizer] { optimizer.step(); });
+}
+
+bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<void()>& do_step) {
   if (!kwargs_.enabled) {
-    optimizer.step();
+    do_step();
     return true;
   }
   check_not_stepped(optimizer, "step");
@@ -234,7 +238,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   }
   stepped_.insert(&optimizer);
   if (found) return false;
-  optimizer.step();
+  do_step();
   return true;
 }
 

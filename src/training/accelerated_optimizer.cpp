@@ -21,7 +21,14 @@ void AcceleratedOptimizer::step() {
   if (!gradient_state_->sync_gradients()) return;
   if (scaler_ != nullptr && scaler_->is_enabled()) {
     // GradScaler::step unscales unless unscale_ ran for this optimizer.
-    step_was_skipped_ = !scaler_->step(*optimizer_);
+    if (sharded_) {
+      // The shards' gradients are what the scaler unscales and checks; a
+      // skipped step leaves shards and parameters as they were.
+      sharded_->reduce_gradients();
+      step_was_skipped_ = !scaler_->step(*optimizer_, [this] { sharded_->step(); });
+    } else {
+      step_was_skipped_ = !scaler_->step(*optimizer_);
+    }
     scaler_->update();
   } else if (sharded_) {
     sharded_->step();

@@ -125,13 +125,11 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   group_options.timeout = std::chrono::milliseconds(state_->timeout());
   group_options.debug_mode = settings_.debug_mode;
   world_ = ProcessGroup::world(*state_, group_options);
-  if (settings_.mixed_precision == MixedPrecision::FP16) scaler_ = std::make_unique<GradScaler>(options_.scaler_kwargs);
   if (options_.fsdp_plugin) zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
-  if (zero_stage_ && scaler_) {
-    throw ConfigError(detail::where() +
-                      " Accelerator: fp16 with a sharded optimizer (SHARD_GRAD_OP) is not built yet: the loss scaler "
-                      "would have to agree on overflows across shards. Use mixed_precision \"bf16\" or \"no\", or "
-                      "NO_SHARD.");
+  if (settings_.mixed_precision == MixedPrecision::FP16) {
+    // Sharded, each rank unscales only its shard of the gradient: the ranks
+    // agree on an overflow any of them found, so that all skip the step.
+    scaler_ = std::make_unique<GradScaler>(options_.scaler_kwargs, zero_stage_ ? world_.get() : nullptr);
   }
   if (!settings_.ignored_config_keys.empty() && state_->is_main_process()) {
     std::string keys;
@@ -263,6 +261,8 @@ void Accelerator::backward(const at::Tensor& loss) {
 
 void Accelerator::unscale_gradients(AcceleratedOptimizer& optimizer) {
   if (!scaler_ || !scaler_->is_enabled() || optimizer.unscaled()) return;
+  // Sharded, the gradients reach the shards (the optimizer's parameters) first.
+  if (optimizer.sharded() != nullptr) optimizer.sharded()->reduce_gradients();
   scaler_->unscale_(optimizer.optimizer());
   optimizer.mark_unscaled();
 }
@@ -288,6 +288,7 @@ std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>
   // Sharded: the gradients are still local here; the optimizer reduces them
   // into its shards first and clips by the norm over all shards.
   if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_norm_")) {
+    unscale_gradients();
     return sharded->clip_grad_norm_(max_norm, norm_type);
   }
   unscale_gradients();
@@ -297,6 +298,7 @@ std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!gradient_state_.sync_gradients()) return;
   if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_value_")) {
+    unscale_gradients();
     sharded->clip_grad_value_(clip_value);
     return;
   }

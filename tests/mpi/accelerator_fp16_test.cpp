@@ -3,8 +3,9 @@
 // older ones, where fp16 on the CPU is refused): the forward runs in float16
 // and returns fp32, backward scales the loss, an overflow on one rank skips
 // the step on every rank and backs the scale off everywhere, gradients are
-// unscaled once (unscale_gradients, clipping by norm and by value), and the
-// scaler's state survives save_state/load_state.
+// unscaled once (unscale_gradients, clipping by norm and by value), the
+// scaler's state survives save_state/load_state, and sharded training
+// (SHARD_GRAD_OP) skips an overflow that only one shard holds on every rank.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -17,6 +18,7 @@
 
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/training/accelerator.hpp"
+#include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
 
@@ -186,6 +188,62 @@ TEST_F(AcceleratorFp16, TheScalersStateIsSavedAndRestored) {
   EXPECT_EQ(resumed.scaler()->get_scale(), 128.0);
   EXPECT_EQ(resumed.scaler()->state().growth_tracker, 1);
   acc::testing::remove_shared_directory(dir);
+}
+
+struct ScaledRun {
+  std::vector<bool> skipped;
+  std::vector<double> norms;
+  std::vector<torch::Tensor> parameters;
+};
+
+// Four steps of SGD with momentum under fp16 and `strategy`; at step 1 the
+// last rank's loss carries an overflow in the gradient of fc2.bias alone, so
+// that, sharded, only the rank owning that element finds it. Clips by norm.
+ScaledRun scaled_run(const std::string& strategy) {
+  acc::AcceleratorOptions options;
+  options.mixed_precision = "fp16";
+  options.scaler_kwargs.init_scale = 1024.0;
+  options.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
+  options.ddp_kwargs.bucket_cap_mb = 40.0 / (1024 * 1024);  // 10 floats: several buckets
+  acc::Accelerator accelerator(options);
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  ScaledRun run;
+  torch::manual_seed(200 + world_rank());
+  const auto x = torch::randn({8, 6});
+  for (int step = 0; step < 4; ++step) {
+    auto loss = model->forward<Net>(x).pow(2).mean();
+    if (step == 1 && world_rank() == world_size() - 1) {
+      loss = loss + std::numeric_limits<float>::infinity() * net->fc2->bias.sum();
+    }
+    accelerator.backward(loss);
+    if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 1e6)) run.norms.push_back(*norm);
+    optimizer->step();
+    optimizer->zero_grad();
+    run.skipped.push_back(accelerator.optimizer_step_was_skipped());
+    for (const double scale : gathered(accelerator, accelerator.scaler()->get_scale())) {
+      EXPECT_EQ(scale, step == 0 ? 1024.0 : 512.0) << strategy << ", step " << step;
+    }
+  }
+  run.parameters = snapshot(*net);
+  return run;
+}
+
+TEST_F(AcceleratorFp16, ShardedTrainingSkipsAnOverflowOfOneShardOnEveryRank) {
+  const ScaledRun ddp = scaled_run("NO_SHARD");
+  const ScaledRun sharded = scaled_run("SHARD_GRAD_OP");
+  EXPECT_EQ(ddp.skipped, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(sharded.skipped, ddp.skipped);
+  // The norms clipping sees are the true (unscaled) ones, the overflow's excepted.
+  ASSERT_EQ(sharded.norms.size(), ddp.norms.size());
+  for (std::size_t k = 0; k < ddp.norms.size(); ++k) {
+    if (k == 1) continue;
+    EXPECT_NEAR(sharded.norms[k], ddp.norms[k], 1e-5 * ddp.norms[k]) << "step " << k;
+  }
+  for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -125,6 +126,9 @@ class GradScaler {
   /// ConfigError when called twice for one optimizer before update().
   /// Disabled: always steps and returns true.
   bool step(torch::optim::Optimizer& optimizer);
+  /// The same, calling `do_step` instead of optimizer.step(): for a wrapper
+  /// that steps the optimizer itself (ShardedOptimizer: step, then all-gather).
+  bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& do_step);
 
   /// Backs off or grows S from what the optimizers found since the last
   /// update, and readies every optimizer for the next iteration. Throws
