@@ -21,7 +21,8 @@ done
 packages=(cmake g++ make libgtest-dev libtorch-dev libtrilinos-kokkos-dev libnuma-dev libhwloc-dev libisal-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev hdf5-tools
           libopenblas0-pthread libgloo-dev doxygen clang-format clang-tidy
           python3-venv  # venvs of the PyPI readers the tests use (TensorBoard) and of LibTorch 2.x
-          g++-aarch64-linux-gnu qemu-user)  # the aarch64 CRC-32C kernels, built and run under emulation
+          g++-aarch64-linux-gnu qemu-user  # the aarch64 CRC-32C kernels, built and run under emulation
+          python3-torch)  # Debian's torch.load reads our files; Accelerate's big-model functions run on it
 # Open MPI is always present: Debian's LibTorch and HDF5 tools pull it in.
 packages+=(libopenmpi-dev openmpi-bin libhdf5-openmpi-dev)
 if [ "$mpi" = mpich ]; then

@@ -45,7 +45,7 @@ std::uint32_t update_portable(std::uint32_t state, const unsigned char* p, std::
 }
 
 // Folding with carry-less multiplication goes past the one 8-byte crc32
-// instruction per cycle: the message is reduced 256 bytes at a time by
+// instruction per cycle: the message is reduced 128 to 256 bytes at a time by
 // multiplying 128-bit blocks by x^distance mod P, which needs no carry chain
 // between blocks, and only the last 16 bytes go through crc32 itself.
 //
