@@ -26,6 +26,7 @@
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "detail/mpi_check.hpp"
 
@@ -409,33 +410,13 @@ void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiec
   const c10::ScalarType dtype = dtype_from_name(info.spec.dtype, s.where(name));
   std::int64_t total = 1;
   for (const std::int64_t d : info.spec.shape) total *= d;
-  std::string problem;
-  if (info.kind != EntryKind::Replicated) problem = "it is a per-rank entry; read it with read_per_rank()";
-  std::sort(pieces.begin(), pieces.end(),
-            [](const TensorPiece& a, const TensorPiece& b) { return a.offset < b.offset; });
-  for (const TensorPiece& piece : pieces) {
-    if (!problem.empty()) break;
-    const std::string which = "the piece at offset " + std::to_string(piece.offset);
-    if (!piece.data.defined() || piece.data.dim() != 1) {
-      problem = which + " is not a 1-D tensor";
-    } else if (piece.data.scalar_type() != dtype) {
-      problem = which + " is " + std::string(dtype_name(piece.data.scalar_type())) + ", the entry " + info.spec.dtype;
-    } else if (piece.offset < 0 || piece.offset + piece.data.numel() > total) {
-      problem = which + " with " + std::to_string(piece.data.numel()) + " elements lies outside the entry's " +
-                std::to_string(total);
-    }
-  }
-  if (!all_ranks_agree(s.comm, problem.empty(), "read_pieces (are every rank's pieces valid?)")) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: read_pieces of '" + s.where(name) +
-                      "': " + (problem.empty() ? "another rank's pieces are invalid (see its error)" : problem) + ".");
-  }
-  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  require_valid_pieces(s.comm, pieces, dtype, total,
+                       info.kind == EntryKind::Replicated ? std::string()
+                                                          : "it is a per-rank entry; read it with read_per_rank()",
+                       "read_pieces", s.where(name));
+  const auto ranges = flat_ranges(pieces);
   std::int64_t count = 0;
-  for (const TensorPiece& piece : pieces) {
-    if (piece.data.numel() == 0) continue;
-    ranges.emplace_back(piece.offset, piece.data.numel());
-    count += piece.data.numel();
-  }
+  for (const auto& range : ranges) count += range.second;
   // One read of this rank's selection into one buffer, in ascending order.
   const at::Tensor buffer = at::empty({count}, at::TensorOptions().dtype(dtype));
   if (total > 0) {

@@ -19,6 +19,7 @@
 #include "checkpoint/layout.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "checkpoint/timestamp.hpp"
 #include "detail/mpi_check.hpp"
@@ -38,27 +39,6 @@ std::string describe(std::string_view kind, std::string_view name, c10::ScalarTy
 
 std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
   return describe(kind, name, tensor.scalar_type(), tensor.sizes());
-}
-
-// Why this rank's pieces of a tensor of `total` elements cannot be written
-// or read; empty when they can. Sorted by offset on return.
-std::string check_pieces(std::vector<TensorPiece>& pieces, c10::ScalarType dtype, std::int64_t total) {
-  std::sort(pieces.begin(), pieces.end(),
-            [](const TensorPiece& a, const TensorPiece& b) { return a.offset < b.offset; });
-  for (const TensorPiece& piece : pieces) {
-    const std::string which = "the piece at offset " + std::to_string(piece.offset);
-    if (!piece.data.defined()) return which + " has no tensor";
-    if (piece.data.scalar_type() != dtype) {
-      return which + " is " + std::string(dtype_name(piece.data.scalar_type())) + ", the tensor " +
-             std::string(dtype_name(dtype));
-    }
-    if (piece.data.dim() != 1) return which + " is not 1-D";
-    if (piece.offset < 0 || piece.offset + piece.data.numel() > total) {
-      return which + " with " + std::to_string(piece.data.numel()) + " elements lies outside the tensor's " +
-             std::to_string(total);
-    }
-  }
-  return {};
 }
 
 }  // namespace
@@ -200,21 +180,16 @@ void CheckpointWriter::write_pieces(std::string_view name, c10::ScalarType dtype
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("pieces of", name, dtype, shape), "write_pieces");
   const std::int64_t total = c10::multiply_integers(shape);
-  const std::string problem = check_pieces(pieces, dtype, total);
-  if (!all_ranks_agree(s.comm, problem.empty(), "write_pieces (are every rank's pieces valid?)")) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: write_pieces of '" + s.where(name) +
-                      "': " + (problem.empty() ? "another rank's pieces are invalid (see its error)" : problem) + ".");
-  }
+  require_valid_pieces(s.comm, pieces, dtype, total, {}, "write_pieces", s.where(name));
   const std::size_t element_size = c10::elementSize(dtype);
   // This rank's pieces, in order, in one buffer: HDF5 fills the selected
   // elements of the file in ascending order from consecutive memory.
   std::vector<at::Tensor> parts;
-  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  const auto ranges = flat_ranges(pieces);
   std::vector<PieceChecksum> checksums;
   for (const TensorPiece& piece : pieces) {
     if (piece.data.numel() == 0) continue;
     parts.push_back(host_contiguous(piece.data));
-    ranges.emplace_back(piece.offset, piece.data.numel());
     checksums.push_back({piece.offset, piece.data.numel(),
                          crc32c(parts.back().data_ptr(), static_cast<std::size_t>(parts.back().nbytes()))});
   }

@@ -33,6 +33,7 @@ if(ACCELERATE_HAVE_HDF5)
     ${_checkpoint_dir}/attributes.cpp
     ${_checkpoint_dir}/checkpoint_reader.cpp
     ${_checkpoint_dir}/checkpoint_writer.cpp
+    ${_checkpoint_dir}/tensor_pieces.cpp
     ${_checkpoint_dir}/collective.cpp
     ${_checkpoint_dir}/direct_read.cpp
     ${_checkpoint_dir}/entry_index.cpp
