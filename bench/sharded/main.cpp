@@ -15,11 +15,13 @@
 #include <accelerate/runtime/state.hpp>
 #include <accelerate/training/distributed_model.hpp>
 #include <accelerate/training/sharded_optimizer.hpp>
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "system_info.hpp"
 
@@ -85,8 +87,10 @@ int main(int argc, char** argv) {
 
   torch::manual_seed(1);
   auto net = std::make_shared<torch::nn::SequentialImpl>();
+  std::vector<torch::nn::Linear> layers;
   for (int l = 0; l < args.layers; ++l) {
-    net->push_back(torch::nn::Linear(args.width, args.width));
+    layers.emplace_back(args.width, args.width);
+    net->push_back(layers.back());
     if (l + 1 < args.layers) net->push_back(torch::nn::ReLU());
   }
   std::int64_t parameters = 0;
@@ -111,10 +115,30 @@ int main(int argc, char** argv) {
   const auto x = torch::randn({args.batch, args.width});
   const auto y = torch::randn({args.batch, args.width});
   double gradient_bytes_after_step = 0;
+  // The parameters' whole gradients held while backward runs, sampled as the
+  // gradient reaches each layer's input (DDP's buckets are counted through
+  // the .grad views; ZeRO stage 2's in-flight buckets are not: at most two).
+  double gradient_bytes_in_backward = 0;
+  const auto sample_gradients = [&] {
+    double bytes = 0;
+    for (const auto& p : net->parameters()) {
+      if (p.grad().defined()) bytes += static_cast<double>(p.grad().nbytes());
+    }
+    gradient_bytes_in_backward = std::max(gradient_bytes_in_backward, bytes);
+  };
   auto step = [&] {
     if (ddp) ddp->prepare_forward();
-    auto loss = torch::mse_loss(net->forward(x), y);
+    torch::Tensor h = x;
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      if (l > 0) {
+        h = torch::relu(h);
+        h.register_hook([&](const torch::Tensor&) { sample_gradients(); });
+      }
+      h = layers[l]->forward(h);
+    }
+    auto loss = torch::mse_loss(h, y);
     loss.backward();
+    sample_gradients();
     if (sharded) {
       sharded->step();
     } else {
@@ -143,6 +167,7 @@ int main(int argc, char** argv) {
   const double peak_rss = max_over_ranks(static_cast<double>(usage.ru_maxrss) * 1024.0, state.world_comm());
   const double state_bytes = max_over_ranks(optimizer_state_bytes(adam), state.world_comm());
   const double gradient_bytes = max_over_ranks(gradient_bytes_after_step, state.world_comm());
+  const double gradient_peak = max_over_ranks(gradient_bytes_in_backward, state.world_comm());
 
   if (rank == 0) {
     std::ostringstream out;
@@ -151,7 +176,8 @@ int main(int argc, char** argv) {
         << ",\"batch_per_rank\":" << args.batch << ",\"steps\":" << args.steps << ",\"seconds\":" << elapsed
         << ",\"samples_per_s\":" << static_cast<double>(args.steps * args.batch * ranks) / elapsed
         << ",\"peak_rss_mb\":" << peak_rss / 1e6 << ",\"optimizer_state_mb\":" << state_bytes / 1e6
-        << ",\"gradient_mb_after_step\":" << gradient_bytes / 1e6 << ",\"final_loss\":" << last.item<double>();
+        << ",\"gradient_mb_after_step\":" << gradient_bytes / 1e6
+        << ",\"gradient_mb_in_backward\":" << gradient_peak / 1e6 << ",\"final_loss\":" << last.item<double>();
     for (const auto& [key, value] : system.entries) out << ",\"system " << key << "\":\"" << value << "\"";
     out << "}";
     std::cout << out.str() << std::endl;

@@ -18,7 +18,8 @@ def main():
     sides = {}
     for run in runs:
         sides.setdefault((run["impl"], run["mode"]), []).append(run)
-    fields = ["samples_per_s", "peak_rss_mb", "optimizer_state_mb", "gradient_mb_after_step"]
+    fields = ["samples_per_s", "peak_rss_mb", "optimizer_state_mb", "gradient_mb_after_step",
+              "gradient_mb_in_backward"]
     medians = {key: {f: statistics.median(r[f] for r in group) for f in fields} | {"rounds": len(group)}
                for key, group in sides.items()}
     ranks = runs[0]["ranks"] if runs else 0
@@ -28,8 +29,9 @@ def main():
              f"batch {runs[0]['batch_per_rank']} per rank; medians of {min(m['rounds'] for m in medians.values())} "
              "rounds", "",
              "| side | samples/s | ÷ our DDP | ÷ PyTorch same stage | peak RSS per rank (MB) | "
-             "optimizer state per rank (MB) | state ÷ DDP's | gradients kept after step (MB) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "optimizer state per rank (MB) | state ÷ DDP's | whole gradients in backward, most (MB) | "
+             "gradients kept after step (MB) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     order = [("ours", "ddp"), ("ours", "stage1"), ("ours", "stage2"), ("pytorch", "ddp"), ("pytorch", "zero1")]
     for key in order:
         if key not in medians:
@@ -42,7 +44,7 @@ def main():
         state = f"{m['optimizer_state_mb'] / base['optimizer_state_mb']:.3f}" if base else "–"
         lines.append(f"| {key[0]} {key[1]} | {m['samples_per_s']:.1f} | {vs_ddp} | {vs_peer} | "
                      f"{m['peak_rss_mb']:.0f} | {m['optimizer_state_mb']:.1f} | {state} | "
-                     f"{m['gradient_mb_after_step']:.1f} |")
+                     f"{m['gradient_mb_in_backward']:.1f} | {m['gradient_mb_after_step']:.1f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     with open(md_path, "w") as out:

@@ -64,11 +64,23 @@ def main():
     x = torch.randn(args.batch, args.width)
     y = torch.randn(args.batch, args.width)
     gradient_bytes = 0
+    gradient_peak = 0
+
+    def sample_gradients(_=None):
+        # The whole gradients held as backward reaches each layer's input.
+        nonlocal gradient_peak
+        held = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+        gradient_peak = max(gradient_peak, held)
+
+    for module in model:
+        if isinstance(module, nn.ReLU):
+            module.register_forward_hook(lambda _module, _inputs, output: output.register_hook(sample_gradients))
 
     def step():
         nonlocal gradient_bytes
         loss = nn.functional.mse_loss(ddp(x), y)
         loss.backward()
+        sample_gradients()
         optimizer.step()
         gradient_bytes = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
         optimizer.zero_grad()
@@ -84,6 +96,7 @@ def main():
     peak_rss = max_over_ranks(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     state = max_over_ranks(state_bytes(optimizer))
     grads = max_over_ranks(gradient_bytes)
+    grads_in_backward = max_over_ranks(gradient_peak)
     if rank == 0:
         print(json.dumps({
             "impl": "pytorch", "mode": args.mode, "ranks": world,
@@ -91,7 +104,8 @@ def main():
             "batch_per_rank": args.batch, "steps": args.steps, "seconds": elapsed,
             "samples_per_s": args.steps * args.batch * world / elapsed,
             "peak_rss_mb": peak_rss / 1e6, "optimizer_state_mb": state / 1e6,
-            "gradient_mb_after_step": grads / 1e6, "final_loss": loss.item(),
+            "gradient_mb_after_step": grads / 1e6, "gradient_mb_in_backward": grads_in_backward / 1e6,
+            "final_loss": loss.item(),
             "torch": torch.__version__,
         }), flush=True)
     dist.barrier()

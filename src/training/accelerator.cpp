@@ -180,10 +180,12 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   DistributedModelOptions model_options;
   model_options.autocast_dtype = autocast_dtype_of(settings_.mixed_precision);
   model_options.autocast_kwargs = options_.autocast_kwargs;
+  // ZeRO stage 2: no all-reduce and no gradient buckets; the sharded
+  // optimizer reduce-scatters the gradients. The model's sync flag still says
+  // which backward passes synchronise (accumulate(), no_sync()): the sharded
+  // optimizer asks it.
+  model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients;
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
-  // ZeRO stage 2: gradients stay local in backward; the sharded optimizer
-  // reduce-scatters them in step().
-  if (zero_stage_ == ZeroStage::Gradients) model->set_require_backward_grad_sync(false);
   models_.push_back(model);
   return model;
 }
@@ -194,10 +196,14 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                                                            count_optimizer_step(stepped);
                                                          });
   if (zero_stage_) {
-    prepared->shard_with(
-        std::make_shared<ShardedOptimizer>(optimizer, *world_,
-                                           ShardingOptions{.stage = *zero_stage_,
-                                                           .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb}));
+    prepared->shard_with(std::make_shared<ShardedOptimizer>(
+        optimizer, *world_,
+        ShardingOptions{.stage = *zero_stage_,
+                        .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb,
+                        .sync_in_backward = [this] {
+                          return std::all_of(models_.begin(), models_.end(),
+                                             [](const auto& model) { return model->require_backward_grad_sync(); });
+                        }}));
   }
   optimizers_.push_back(prepared);
   return prepared;

@@ -183,6 +183,10 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
     }
   }
 
+  if (!options.reduce_gradients) {
+    local_names_ = std::move(names);
+    return;
+  }
   detail::GradientReducerConfig config;
   config.cap_bytes = static_cast<int64_t>(kwargs_.bucket_cap_mb * kMiB);
   config.first_cap_bytes = options.first_bucket_cap_mb < 0
@@ -209,23 +213,41 @@ void DistributedModel::prepare_forward() {
       group_.broadcast(alias, accelerate::BroadcastOptions{});
       any = true;
     }
-    if (any) reducer_->note_buffer_broadcast();
+    if (any && reducer_) reducer_->note_buffer_broadcast();
   }
-  if (at::GradMode::is_enabled()) reducer_->arm();
+  if (reducer_ && at::GradMode::is_enabled()) reducer_->arm();
 }
 
-void DistributedModel::synchronize_gradients() { reducer_->finalize(); }
+void DistributedModel::synchronize_gradients() {
+  if (reducer_) reducer_->finalize();
+}
 
-bool DistributedModel::require_backward_grad_sync() const noexcept { return reducer_->sync_enabled(); }
+bool DistributedModel::require_backward_grad_sync() const noexcept {
+  return reducer_ ? reducer_->sync_enabled() : local_sync_;
+}
 
-void DistributedModel::set_require_backward_grad_sync(bool value) noexcept { reducer_->set_sync_enabled(value); }
+void DistributedModel::set_require_backward_grad_sync(bool value) noexcept {
+  if (reducer_) {
+    reducer_->set_sync_enabled(value);
+  } else {
+    local_sync_ = value;
+  }
+}
 
-const std::vector<std::string>& DistributedModel::parameter_names() const noexcept { return reducer_->names(); }
+const std::vector<std::string>& DistributedModel::parameter_names() const noexcept {
+  return reducer_ ? reducer_->names() : local_names_;
+}
 
-std::vector<std::vector<std::size_t>> DistributedModel::bucket_assignment() const { return reducer_->assignment(); }
+std::vector<std::vector<std::size_t>> DistributedModel::bucket_assignment() const {
+  return reducer_ ? reducer_->assignment() : std::vector<std::vector<std::size_t>>{};
+}
 
-GradientReducerCounters DistributedModel::counters() const { return reducer_->counters(); }
+GradientReducerCounters DistributedModel::counters() const {
+  return reducer_ ? reducer_->counters() : GradientReducerCounters{};
+}
 
-void DistributedModel::reset_counters() { reducer_->reset_counters(); }
+void DistributedModel::reset_counters() {
+  if (reducer_) reducer_->reset_counters();
+}
 
 }  // namespace accelerate

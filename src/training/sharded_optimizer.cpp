@@ -1,6 +1,8 @@
 #include "accelerate/training/sharded_optimizer.hpp"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>
@@ -9,9 +11,11 @@
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "accelerate/comm/work.hpp"
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 
@@ -23,7 +27,35 @@ namespace {
   throw ConfigError(detail::where() + " ShardedOptimizer: " + what);
 }
 
+// Buckets whose reduce-scatter may be in flight at once. Each holds its
+// padded input until it completes; two let one bucket's communication
+// overlap the next bucket's gradients without the inputs piling up.
+constexpr std::size_t kMaxInFlight = 2;
+
+// LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
+using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+
+// Runs after AccumulateGrad has updated a parameter's .grad.
+class GradientReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> ready_;
+};
+
 }  // namespace
+
+struct ShardedOptimizer::Hooks {
+  std::vector<AccumulatorPtr> accumulators;
+  std::vector<uintptr_t> keys;
+  std::thread::id owner = std::this_thread::get_id();
+};
 
 // One param group's flat space and this rank's shard of it.
 struct ShardedOptimizer::FlatGroup {
@@ -32,11 +64,19 @@ struct ShardedOptimizer::FlatGroup {
     std::int64_t end = 0;
     std::int64_t slice = 0;         // elements per rank (padded bucket / N)
     std::int64_t shard_offset = 0;  // where this rank's slice starts in the shard
+    // Stage 2's reduction of this step:
+    std::vector<std::size_t> parameters;  // those with elements in the bucket
+    std::size_t pending = 0;              // of them, not yet copied into `input`
+    at::Tensor input;                     // the padded local gradients (slice × N)
+    at::Tensor output;                    // this rank's slice of the shard's gradient
+    std::unique_ptr<Work> work;
   };
 
   std::vector<at::Tensor> parameters;
   std::vector<std::int64_t> offsets;  // flat offset of each parameter; back() = total
   std::vector<Bucket> buckets;
+  std::vector<std::vector<std::size_t>> buckets_of;  // per parameter, the buckets it has elements in
+  std::vector<bool> taken;                           // per parameter: its gradient is in the buckets this step
   at::Tensor shard;
 
   [[nodiscard]] std::int64_t total() const { return offsets.back(); }
@@ -122,15 +162,183 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       bucket.slice = (bucket.end - bucket.begin + size - 1) / size;
       bucket.shard_offset = shard_elements;
       shard_elements += bucket.slice;
-      flat.buckets.push_back(bucket);
+      flat.buckets.push_back(std::move(bucket));
+    }
+    flat.buckets_of.resize(flat.parameters.size());
+    flat.taken.assign(flat.parameters.size(), false);
+    for (std::size_t b = 0; b < flat.buckets.size(); ++b) {
+      auto& bucket = flat.buckets[b];
+      flat.for_each_piece(bucket.begin, bucket.end, [&](std::size_t p, std::int64_t, std::int64_t, std::int64_t) {
+        bucket.parameters.push_back(p);
+        flat.buckets_of[p].push_back(b);
+      });
+      bucket.pending = bucket.parameters.size();
     }
     flat.shard = at::zeros({shard_elements}, flat.parameters.front().options());  // zero padding
     param_group.params() = {flat.shard};
     groups_.push_back(std::move(flat));
   }
+  // The same order on every rank, so the ranks' collectives match: the last
+  // bucket first, as backward produces the last layers' gradients first.
+  for (std::size_t g = groups_.size(); g-- > 0;) {
+    for (std::size_t b = groups_[g].buckets.size(); b-- > 0;) launch_order_.push_back({g, b});
+  }
+  if (options_.stage == ZeroStage::Gradients && options_.reduce_in_backward) register_hooks();
 }
 
-ShardedOptimizer::~ShardedOptimizer() = default;
+ShardedOptimizer::~ShardedOptimizer() {
+  if (hooks_) {
+    for (std::size_t k = 0; k < hooks_->accumulators.size(); ++k) {
+      hooks_->accumulators[k]->del_post_hook(hooks_->keys[k]);
+    }
+  }
+  // Dropping in-flight work waits for it (Work's destructor).
+}
+
+void ShardedOptimizer::register_hooks() {
+  hooks_ = std::make_unique<Hooks>();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t p = 0; p < groups_[g].parameters.size(); ++p) {
+      // A parameter without an accumulator (frozen, or not a leaf) never
+      // gets a gradient in backward; step() takes whatever it holds.
+      auto accumulator = torch::autograd::impl::grad_accumulator(groups_[g].parameters[p]);
+      if (!accumulator) continue;
+      hooks_->keys.push_back(
+          accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, g, p] { on_gradient_ready(g, p); })));
+      hooks_->accumulators.push_back(std::move(accumulator));
+    }
+  }
+}
+
+void ShardedOptimizer::on_gradient_ready(std::size_t g, std::size_t p) {
+  if (options_.sync_in_backward && !options_.sync_in_backward()) return;  // a micro-step: accumulate locally
+  // MPI is used FUNNELED: only the thread that built the optimizer (which runs
+  // the CPU autograd graph) posts MPI collectives. CUDA gradients arrive on
+  // autograd's device thread, where NCCL may be called, except in debug mode,
+  // whose checks go through MPI. Elsewhere step() reduces them.
+  if (std::this_thread::get_id() != hooks_->owner && (!groups_[g].parameters[p].is_cuda() || group_.debug_mode())) {
+    return;
+  }
+  FlatGroup& flat = groups_[g];
+  if (reduced_) {
+    sharding_error("a gradient of parameter " + std::to_string(p) + " of param group " + std::to_string(g) +
+                   " arrived after this step's gradients were reduced (by clipping, unscaling or "
+                   "reduce_gradients()) and before step(). Run every backward of a step before reducing its "
+                   "gradients.");
+  }
+  if (flat.taken[p]) {
+    sharding_error("parameter " + std::to_string(p) + " of param group " + std::to_string(g) +
+                   " received a second gradient before step(): its first one was already reduce-scattered. "
+                   "Run the backward passes that only accumulate with sync_in_backward answering false (the "
+                   "Accelerator's accumulate() or a model's no_sync()), or set reduce_in_backward to false.");
+  }
+  torch::NoGradGuard no_grad;
+  try {
+    take_gradient(flat, p);
+    launch_ready_buckets(/*in_backward=*/true);
+  } catch (...) {
+    abandon_reduction();
+    throw;
+  }
+}
+
+void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t p) {
+  const int size = group_.size();
+  at::Tensor& parameter = flat.parameters[p];
+  const at::Tensor grad = parameter.grad().defined() ? parameter.grad().reshape({-1}) : at::Tensor();
+  for (const std::size_t b : flat.buckets_of[p]) {
+    auto& bucket = flat.buckets[b];
+    if (!bucket.input.defined()) {
+      bucket.input = at::empty({bucket.slice * size}, flat.shard.options());
+      const std::int64_t used = bucket.end - bucket.begin;
+      bucket.input.narrow(0, used, bucket.input.numel() - used).zero_();  // padding
+    }
+    const std::int64_t begin = std::max(bucket.begin, flat.offsets[p]);
+    const std::int64_t end = std::min(bucket.end, flat.offsets[p + 1]);
+    at::Tensor target = bucket.input.narrow(0, begin - bucket.begin, end - begin);
+    if (grad.defined()) {
+      target.copy_(grad.narrow(0, begin - flat.offsets[p], end - begin));
+    } else {
+      target.zero_();
+    }
+    --bucket.pending;
+  }
+  flat.taken[p] = true;
+  // The bucket holds it now: the whole gradient goes.
+  parameter.mutable_grad() = at::Tensor();
+}
+
+void ShardedOptimizer::launch_ready_buckets(bool in_backward) {
+  while (next_launch_ < launch_order_.size()) {
+    const BucketId id = launch_order_[next_launch_];
+    if (groups_[id.group].buckets[id.bucket].pending != 0) return;
+    launch(id, in_backward);
+    ++next_launch_;
+  }
+}
+
+void ShardedOptimizer::launch(const BucketId& id, bool in_backward) {
+  ACCELERATE_PROFILE_RANGE("accelerate::ShardedOptimizer::reduce_scatter");
+  FlatGroup& flat = groups_[id.group];
+  auto& bucket = flat.buckets[id.bucket];
+  while (in_flight_.size() >= kMaxInFlight) wait_oldest();
+  // Every element of the shard's gradient is written by one bucket.
+  if (!flat.shard.grad().defined()) flat.shard.mutable_grad() = at::empty_like(flat.shard);
+  bucket.output = flat.shard.grad().narrow(0, bucket.shard_offset, bucket.slice);
+  ReduceScatterOptions average;
+  average.op = ReduceOp::Avg;
+  bucket.work = group_.reduce_scatter_async(bucket.output, bucket.input, average);
+  in_flight_.push_back(next_launch_);
+  if (in_backward) ++reduced_in_backward_;
+}
+
+void ShardedOptimizer::wait_oldest() {
+  const BucketId id = launch_order_[in_flight_.front()];
+  auto& bucket = groups_[id.group].buckets[id.bucket];
+  in_flight_.erase(in_flight_.begin());
+  auto work = std::move(bucket.work);
+  bucket.input = at::Tensor();
+  bucket.output = at::Tensor();
+  work->wait();
+}
+
+void ShardedOptimizer::finish_reduction() {
+  // What backward left: buckets with parameters that got no gradient in it
+  // (unused, or accumulated in a micro-step), in the one launch order.
+  for (std::size_t i = next_launch_; i < launch_order_.size(); ++i) {
+    const BucketId id = launch_order_[i];
+    FlatGroup& flat = groups_[id.group];
+    for (const std::size_t p : flat.buckets[id.bucket].parameters) {
+      if (!flat.taken[p]) take_gradient(flat, p);
+    }
+    launch_ready_buckets(/*in_backward=*/false);
+  }
+  while (!in_flight_.empty()) wait_oldest();
+  for (FlatGroup& flat : groups_) {
+    for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
+      // Parameters in no bucket (no elements) still lose their gradient.
+      if (!flat.taken[p]) flat.parameters[p].mutable_grad() = at::Tensor();
+      flat.taken[p] = false;
+    }
+    for (auto& bucket : flat.buckets) bucket.pending = bucket.parameters.size();
+  }
+  next_launch_ = 0;
+}
+
+void ShardedOptimizer::abandon_reduction() noexcept {
+  // After a failed collective the step cannot complete; start the next clean.
+  for (FlatGroup& flat : groups_) {
+    for (auto& bucket : flat.buckets) {
+      bucket.work.reset();
+      bucket.input = at::Tensor();
+      bucket.output = at::Tensor();
+      bucket.pending = bucket.parameters.size();
+    }
+    std::fill(flat.taken.begin(), flat.taken.end(), false);
+  }
+  in_flight_.clear();
+  next_launch_ = 0;
+}
 
 checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
   checkpoint::ShardLayout layout;
@@ -161,38 +369,18 @@ void ShardedOptimizer::parameters_into_shard(FlatGroup& flat) {
 }
 
 void ShardedOptimizer::gradients_into_shard(FlatGroup& flat) {
-  const int size = group_.size();
+  // Stage 1: the gradients are averaged already; copy this rank's pieces.
   const int rank = group_.rank();
   if (!flat.shard.grad().defined()) flat.shard.mutable_grad() = at::zeros_like(flat.shard);
   at::Tensor shard_grad = flat.shard.grad();
   for (const auto& bucket : flat.buckets) {
     at::Tensor target = shard_grad.narrow(0, bucket.shard_offset, bucket.slice);
-    if (options_.stage == ZeroStage::OptimizerState) {
-      // Averaged already: copy this rank's pieces.
-      target.zero_();
-      const auto [begin, end] = flat.owned(bucket, rank);
-      flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-        const at::Tensor& grad = flat.parameters[p].grad();
-        if (grad.defined()) target.narrow(0, at - begin, n).copy_(grad.view({-1}).narrow(0, in_param, n));
-      });
-      continue;
-    }
-    // Stage 2: the whole bucket, padded, reduce-scattered; block r to rank r.
-    at::Tensor input = at::zeros({bucket.slice * size}, flat.shard.options());
-    flat.for_each_piece(bucket.begin, bucket.end,
-                        [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-                          const at::Tensor& grad = flat.parameters[p].grad();
-                          if (grad.defined()) {
-                            input.narrow(0, at - bucket.begin, n).copy_(grad.view({-1}).narrow(0, in_param, n));
-                          }
-                        });
-    ReduceScatterOptions average;
-    average.op = ReduceOp::Avg;
-    target.copy_(group_.reduce_scatter(input, average));
-  }
-  if (options_.stage == ZeroStage::Gradients) {
-    // The shard holds what this rank needs: the full gradients go.
-    for (at::Tensor& p : flat.parameters) p.mutable_grad() = at::Tensor();
+    target.zero_();
+    const auto [begin, end] = flat.owned(bucket, rank);
+    flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
+      const at::Tensor& grad = flat.parameters[p].grad();
+      if (grad.defined()) target.narrow(0, at - begin, n).copy_(grad.reshape({-1}).narrow(0, in_param, n));
+    });
   }
 }
 
@@ -219,7 +407,16 @@ void ShardedOptimizer::step() {
 void ShardedOptimizer::reduce_gradients() {
   if (reduced_) return;
   torch::NoGradGuard no_grad;
-  for (FlatGroup& flat : groups_) gradients_into_shard(flat);
+  if (options_.stage == ZeroStage::OptimizerState) {
+    for (FlatGroup& flat : groups_) gradients_into_shard(flat);
+  } else {
+    try {
+      finish_reduction();
+    } catch (...) {
+      abandon_reduction();
+      throw;
+    }
+  }
   reduced_ = true;
 }
 

@@ -67,6 +67,7 @@ struct TrainingRun {
   std::vector<double> norms;  // clip_grad_norm_'s results
   std::int64_t shard_elements = 0;
   std::int64_t state_elements = 0;
+  std::int64_t reduced_in_backward = 0;  // buckets
 };
 
 enum class Clip { None, Norm, Value };
@@ -103,7 +104,10 @@ TrainingRun train(const std::string& strategy, int from, int to, const std::opti
   }
   if (save_to) accelerator.save_state(*save_to);
   for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
-  if (optimizer->sharded() != nullptr) run.shard_elements = optimizer->sharded()->shard_elements();
+  if (optimizer->sharded() != nullptr) {
+    run.shard_elements = optimizer->sharded()->shard_elements();
+    run.reduced_in_backward = optimizer->sharded()->buckets_reduced_in_backward();
+  }
   for (const auto& [key, state] : adam.state()) {
     if (clip != Clip::None) break;
     const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
@@ -130,6 +134,10 @@ TEST_F(AcceleratorSharding, ShardGradOpEndsWhereNoShardEndsWithAShardOfTheState)
   EXPECT_GE(sharded.shard_elements, 206 / world_size());
   EXPECT_LE(sharded.shard_elements, 206 / world_size() + 5);  // one padding element per bucket at most
   EXPECT_EQ(sharded.state_elements, 2 * sharded.shard_elements);
+  // 206 elements in buckets of 50: each of the 4 synchronising backward
+  // passes reduced all 5 in backward; the accumulating ones none (they would
+  // have been refused as a second gradient).
+  EXPECT_EQ(sharded.reduced_in_backward, 4 * 5);
 }
 
 TEST_F(AcceleratorSharding, AResumedShardedRunEndsBitIdenticalAndResumesUnshardedToo) {

@@ -2,8 +2,10 @@
 // Adam or SGD over two param groups (two learning rates) ends where DDP with the
 // whole optimizer ends, within rounding, with the same parameters on every
 // rank; each rank's optimizer state is 1/N of the model (plus bucket
-// padding); stage 2 leaves no full gradient behind; unshardable optimizers
-// are refused on every rank.
+// padding); stage 2 reduces each bucket in backward as soon as its gradients
+// are ready and releases them (or, asked to, all in step()), accumulates
+// locally on micro-steps, and leaves no full gradient behind; unshardable
+// optimizers are refused on every rank.
 #include "accelerate/training/sharded_optimizer.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +39,7 @@ using Net = acc::testing::OddSizedNet;
 constexpr int kSteps = 5;
 constexpr std::int64_t kRowsPerRank = 6;
 
-enum class Mode { Ddp, Stage1, Stage2 };
+enum class Mode { Ddp, Stage1, Stage2, Stage2InStep };
 enum class Optimizer { Adam, Sgd };
 
 class ShardedOptimizerTest : public ::testing::Test {
@@ -49,6 +52,7 @@ class ShardedOptimizerTest : public ::testing::Test {
   // parameters. SGD with momentum sees the gradients' scale; Adam mostly not.
   std::vector<torch::Tensor> train(Mode mode, Optimizer kind, double bucket_cap_mb,
                                    std::int64_t* shard_elements = nullptr, std::int64_t* state_elements = nullptr) {
+    const bool stage2 = mode == Mode::Stage2 || mode == Mode::Stage2InStep;
     auto net = std::make_shared<Net>(11);
     std::vector<torch::Tensor> rest = net->fc2->parameters();
     for (const auto& p : net->fc3->parameters()) rest.push_back(p);
@@ -67,15 +71,14 @@ class ShardedOptimizerTest : public ::testing::Test {
     }
     torch::optim::Optimizer& adam = *optimizer;  // the optimizer under test
     std::unique_ptr<acc::DistributedModel> ddp;
-    if (mode != Mode::Stage2) ddp = std::make_unique<acc::DistributedModel>(net, *group);
+    if (!stage2) ddp = std::make_unique<acc::DistributedModel>(net, *group);
     std::unique_ptr<acc::ShardedOptimizer> sharded;
     if (mode != Mode::Ddp) {
-      sharded =
-          std::make_unique<acc::ShardedOptimizer>(adam, *group,
-                                                  acc::ShardingOptions{.stage = mode == Mode::Stage1
-                                                                                    ? acc::ZeroStage::OptimizerState
-                                                                                    : acc::ZeroStage::Gradients,
-                                                                       .bucket_cap_mb = bucket_cap_mb});
+      sharded = std::make_unique<acc::ShardedOptimizer>(
+          adam, *group,
+          acc::ShardingOptions{.stage = stage2 ? acc::ZeroStage::Gradients : acc::ZeroStage::OptimizerState,
+                               .bucket_cap_mb = bucket_cap_mb,
+                               .reduce_in_backward = mode != Mode::Stage2InStep});
     }
     torch::manual_seed(5);
     const auto x = torch::randn({kRowsPerRank * group->size(), 7});
@@ -85,11 +88,15 @@ class ShardedOptimizerTest : public ::testing::Test {
       auto loss = torch::mse_loss(net->forward(mine(x)), mine(y));
       loss.backward();
       if (sharded) {
-        if (mode == Mode::Stage2) {
+        if (mode == Mode::Stage2InStep) {
           for (const auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined());  // local, whole
         }
-        sharded->step();
         if (mode == Mode::Stage2) {
+          // Every bucket was reduce-scattered in backward, its gradients released.
+          for (const auto& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "kept through backward";
+        }
+        sharded->step();
+        if (stage2) {
           for (const auto& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "a full gradient was kept";
         }
         sharded->zero_grad();
@@ -99,6 +106,7 @@ class ShardedOptimizerTest : public ::testing::Test {
       }
     }
     if (shard_elements != nullptr) *shard_elements = sharded ? sharded->shard_elements() : 0;
+    if (sharded) reduced_in_backward = sharded->buckets_reduced_in_backward();
     if (state_elements != nullptr) {
       *state_elements = 0;
       for (const auto& [key, param_state] : adam.state()) {
@@ -114,6 +122,8 @@ class ShardedOptimizerTest : public ::testing::Test {
     for (const auto& p : net->parameters()) result.push_back(p.detach().clone());
     return result;
   }
+
+  std::int64_t reduced_in_backward = 0;  // by the last train()
 
   void expect_same_on_every_rank(const std::vector<torch::Tensor>& parameters) {
     for (std::size_t i = 0; i < parameters.size(); ++i) {
@@ -163,18 +173,114 @@ TEST_F(ShardedOptimizerTest, Stage2ReduceScattersTheGradientsAndEndsWhereDdpEnds
   for (const Optimizer kind : {Optimizer::Adam, Optimizer::Sgd}) {
     SCOPED_TRACE(kind == Optimizer::Adam ? "Adam" : "SGD");
     const auto reference = train(Mode::Ddp, kind, 0);
-    std::int64_t shard = 0;
-    std::int64_t state = 0;
-    const auto sharded = train(Mode::Stage2, kind, 100.0 / (1024 * 1024), &shard, &state);
-    expect_close(sharded, reference);
-    expect_same_on_every_rank(sharded);
-    EXPECT_EQ(shard, expected_shard(25, group->size()));
-    EXPECT_EQ(state, (kind == Optimizer::Adam ? 2 : 1) * shard);
+    for (const Mode mode : {Mode::Stage2, Mode::Stage2InStep}) {
+      SCOPED_TRACE(mode == Mode::Stage2 ? "reduced in backward" : "reduced in step()");
+      std::int64_t shard = 0;
+      std::int64_t state = 0;
+      const auto sharded = train(mode, kind, 100.0 / (1024 * 1024), &shard, &state);
+      expect_close(sharded, reference);
+      expect_same_on_every_rank(sharded);
+      EXPECT_EQ(shard, expected_shard(25, group->size()));
+      EXPECT_EQ(state, (kind == Optimizer::Adam ? 2 : 1) * shard);
+      // 104 and 88 elements in buckets of 25: 5 + 4 buckets, every step.
+      EXPECT_EQ(reduced_in_backward, mode == Mode::Stage2 ? 9 * kSteps : 0);
+    }
   }
   // One bucket per group with the default size.
   std::int64_t whole_bucket_shard = 0;
   (void)train(Mode::Stage2, Optimizer::Sgd, 25.0, &whole_bucket_shard);
   EXPECT_EQ(whole_bucket_shard, expected_shard(1 << 20, group->size()));
+}
+
+// Six Linear(16, 16) layers of 272 elements, one bucket each.
+struct Tower : torch::nn::Module {
+  Tower() {
+    for (int i = 0; i < 6; ++i) layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(16, 16)));
+  }
+  // `probe` runs when the gradient reaches layer 0's output: layers 1 to 5
+  // have accumulated their gradients then, layer 0 not yet.
+  torch::Tensor forward(torch::Tensor x, const std::function<void()>& probe) {
+    x = layers[0]->forward(x);
+    x.register_hook([probe](const torch::Tensor&) { probe(); });
+    for (std::size_t i = 1; i < layers.size(); ++i) x = layers[i]->forward(torch::tanh(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+
+TEST_F(ShardedOptimizerTest, Stage2HoldsNoWholeGradientOfAReducedBucketDuringBackward) {
+  constexpr double kLayerMiB = 272.0 * 4 / (1024 * 1024);  // exact: 17 / 2^14
+  for (const bool in_backward : {true, false}) {
+    SCOPED_TRACE(in_backward ? "reduced in backward" : "reduced in step()");
+    torch::manual_seed(3);
+    auto tower = std::make_shared<Tower>();
+    torch::optim::SGD sgd(tower->parameters(), torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group,
+                                  {.stage = acc::ZeroStage::Gradients,
+                                   .bucket_cap_mb = kLayerMiB,
+                                   .reduce_in_backward = in_backward});
+    int held = -1;
+    const auto count_held = [&] {
+      held = 0;
+      for (const auto& p : tower->parameters()) held += p.grad().defined() ? 1 : 0;
+    };
+    for (int step = 0; step < 2; ++step) {
+      tower->forward(torch::randn({4, 16}), count_held).square().sum().backward();
+      // Reduced in backward: layers 5 to 1 were five buckets, reduced and
+      // released as each completed. In step(): all ten tensors are whole.
+      EXPECT_EQ(held, in_backward ? 0 : 10);
+      sharded.step();
+      sharded.zero_grad();
+    }
+    EXPECT_EQ(sharded.buckets_reduced_in_backward(), in_backward ? 12 : 0);
+  }
+}
+
+TEST_F(ShardedOptimizerTest, Stage2AccumulatesMicroStepsLocallyAndRefusesASecondGradientOtherwise) {
+  // Two micro-batches per step: the first only accumulates (sync_in_backward
+  // false), the second reduces in backward. It ends where reducing everything
+  // in step() ends.
+  const auto run = [&](bool in_backward) {
+    torch::manual_seed(8);
+    auto net = std::make_shared<Net>(4);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    bool sync = true;
+    acc::ShardedOptimizer sharded(sgd, *group,
+                                  {.stage = acc::ZeroStage::Gradients,
+                                   .bucket_cap_mb = 100.0 / (1024 * 1024),
+                                   .reduce_in_backward = in_backward,
+                                   .sync_in_backward = [&sync] { return sync; }});
+    const auto x = torch::randn({4 * group->size(), 7});
+    const auto y = torch::randn({4 * group->size(), 3});
+    for (int step = 0; step < 3; ++step) {
+      for (int micro = 0; micro < 2; ++micro) {
+        sync = micro == 1;
+        const auto rows = [&](const torch::Tensor& t) { return t.narrow(0, 4 * group->rank() + 2 * micro, 2); };
+        torch::mse_loss(net->forward(rows(x)), rows(y)).backward();
+        if (micro == 0) {
+          for (const auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined()) << "accumulated locally";
+        }
+      }
+      sharded.step();
+      sharded.zero_grad();
+    }
+    EXPECT_EQ(sharded.buckets_reduced_in_backward(), in_backward ? 3 * 8 : 0);  // 192 elements, buckets of 25
+    std::vector<torch::Tensor> result;
+    for (const auto& p : net->parameters()) result.push_back(p.detach().clone());
+    return result;
+  };
+  expect_close(run(true), run(false));
+
+  // Without saying that the first backward only accumulates, the second
+  // gradient of a reduced bucket is refused, on every rank.
+  auto net = std::make_shared<Net>(4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  acc::ShardedOptimizer sharded(sgd, *group, {.stage = acc::ZeroStage::Gradients});
+  net->forward(torch::ones({2, 7})).sum().backward();
+  const auto message = acc::testing::error_of<acc::ConfigError>([&] {
+    net->forward(torch::ones({2, 7})).sum().backward();
+  });
+  EXPECT_NE(message.find("received a second gradient before step()"), std::string::npos) << message;
 }
 
 TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {

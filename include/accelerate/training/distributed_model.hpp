@@ -74,6 +74,11 @@ struct DistributedModelOptions {
   /// float32 (at any depth of a Nestable result), so the loss is computed in
   /// fp32, as Accelerate's prepare does (its convert_outputs_to_fp32).
   bool convert_outputs_to_fp32 = true;
+  /// All-reduce the gradients in backward (data parallelism). Off: the model
+  /// only broadcasts rank 0's parameters and buffers, and runs forward under
+  /// autocast; gradients stay local and no gradient buckets are allocated
+  /// (ZeRO stage 2, whose ShardedOptimizer reduces them).
+  bool reduce_gradients = true;
 };
 
 /// Per-bucket counters (cumulative since construction or reset_counters()).
@@ -193,7 +198,9 @@ class DistributedModel {
   c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
   AutocastKwargs autocast_kwargs_;
   bool convert_outputs_to_fp32_ = true;
-  std::unique_ptr<detail::GradientReducer> reducer_;
+  std::unique_ptr<detail::GradientReducer> reducer_;  // null without reduce_gradients
+  std::vector<std::string> local_names_;              // parameter_names() without a reducer
+  bool local_sync_ = true;                            // require_backward_grad_sync without a reducer
 };
 
 }  // namespace accelerate

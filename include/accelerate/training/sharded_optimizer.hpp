@@ -19,9 +19,11 @@
 // Stage 1 (ZeroStage::OptimizerState): the gradients are already averaged
 // (the module is a DistributedModel); step() copies this rank's slices.
 // Stage 2 (ZeroStage::Gradients): the module is not wrapped and its
-// gradients are local; step() reduce-scatters them bucket by bucket into the
-// shard's gradient (averaged over the group) and releases each parameter's
-// gradient. Either way the updated slices are then all-gathered into the
+// gradients are local. Each bucket is reduce-scattered into the shard's
+// gradient (averaged over the group) as soon as backward has produced all of
+// its gradients, and those gradients are released at once, so no rank holds
+// the whole gradient; buckets backward did not complete (unused parameters,
+// a micro-step that only accumulates) are reduced in step(). Either way the updated slices are then all-gathered into the
 // parameters, which stay whole on every rank (stage 3 shards them too; see
 // docs/sharding.md).
 //
@@ -31,6 +33,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "accelerate/checkpoint/shard_layout.hpp"
@@ -53,6 +57,17 @@ struct ShardingOptions {
   /// Bytes of parameters per bucket, in MiB (each bucket is one reduce-scatter
   /// and one all-gather; smaller buckets use less temporary memory).
   double bucket_cap_mb = 25.0;
+  /// Stage 2: reduce-scatter each bucket during backward, once its last
+  /// gradient is accumulated, and release those gradients (ZeRO's bound: at
+  /// most a few buckets of whole gradients at any time). Off: every bucket is
+  /// reduced in step(), and the whole local gradient exists until then.
+  bool reduce_in_backward = true;
+  /// Asked at each gradient in backward: false makes this backward a
+  /// micro-step that only accumulates (a no_sync), its gradients kept whole
+  /// and local until a backward where it is true, or step(). Unset: every
+  /// backward synchronises. The Accelerator points it at its models'
+  /// require_backward_grad_sync, which accumulate() and no_sync() set.
+  std::function<bool()> sync_in_backward;
 };
 
 class ShardedOptimizer {
@@ -78,6 +93,9 @@ class ShardedOptimizer {
   /// again): for clipping before the step. In stage 2 the parameters'
   /// gradients are released here. Collective.
   void reduce_gradients();
+  /// Buckets reduce-scattered during the backward passes since construction
+  /// (the rest were reduced in step()); for tests and benchmarks.
+  [[nodiscard]] std::int64_t buckets_reduced_in_backward() const noexcept { return reduced_in_backward_; }
   /// Clips the gradient's total norm over all shards of all ranks (the norm
   /// of the whole averaged gradient, padding excluded) to `max_norm`, as
   /// torch::nn::utils::clip_grad_norm_ does; returns the norm before
@@ -100,15 +118,34 @@ class ShardedOptimizer {
 
  private:
   struct FlatGroup;
+  struct BucketId {
+    std::size_t group;
+    std::size_t bucket;
+  };
+  struct Hooks;
   void parameters_into_shard(FlatGroup& flat);
   void gradients_into_shard(FlatGroup& flat);
   void gather_parameters(FlatGroup& flat);
+  // Stage 2's reduction, bucket by bucket (in backward or in step()).
+  void register_hooks();
+  void on_gradient_ready(std::size_t g, std::size_t p);
+  void take_gradient(FlatGroup& flat, std::size_t p);
+  void launch_ready_buckets(bool in_backward);
+  void launch(const BucketId& id, bool in_backward);
+  void wait_oldest();
+  void finish_reduction();
+  void abandon_reduction() noexcept;
 
   torch::optim::Optimizer& optimizer_;
   ProcessGroup& group_;
   ShardingOptions options_;
   std::vector<FlatGroup> groups_;
-  bool reduced_ = false;  // this step's gradients are in the shards
+  bool reduced_ = false;                // this step's gradients are in the shards
+  std::vector<BucketId> launch_order_;  // the same on every rank: last bucket first
+  std::size_t next_launch_ = 0;
+  std::vector<std::size_t> in_flight_;  // indices into launch_order_, oldest first
+  std::int64_t reduced_in_backward_ = 0;
+  std::unique_ptr<Hooks> hooks_;
 };
 
 }  // namespace accelerate
