@@ -115,12 +115,12 @@ int main(int argc, char** argv) {
   const auto x = torch::randn({args.batch, args.width});
   const auto y = torch::randn({args.batch, args.width});
   double gradient_bytes_after_step = 0;
-  // The parameters' whole gradients held while backward runs, sampled as the
-  // gradient reaches each layer's input (DDP's buckets are counted through
-  // the .grad views; ZeRO stage 2's in-flight buckets are not: at most two).
+  // The whole gradients held while backward runs, sampled as the gradient
+  // reaches each layer's input: the parameters' .grad (DDP's buckets through
+  // the .grad views) and stage 2's bucket inputs not yet reduced.
   double gradient_bytes_in_backward = 0;
   const auto sample_gradients = [&] {
-    double bytes = 0;
+    double bytes = sharded ? static_cast<double>(sharded->bucket_input_bytes()) : 0.0;
     for (const auto& p : net->parameters()) {
       if (p.grad().defined()) bytes += static_cast<double>(p.grad().nbytes());
     }

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -258,23 +259,32 @@ std::vector<at::Tensor> model_parameters(const ShardLayout& shards) {
   return parameters;
 }
 
-// The shard of param group g: a ShardedOptimizer leaves exactly one parameter per group.
-const at::Tensor& shard_of(const optim::Optimizer& optimizer, const ShardLayout& shards, std::size_t g,
-                           std::string_view group) {
-  if (optimizer.param_groups().size() != shards.groups.size() || optimizer.param_groups()[g].params().size() != 1) {
+// The optimizer's parameters of param group g: a ShardedOptimizer's slices,
+// which the layout's pieces index.
+const std::vector<at::Tensor>& slices_of(const optim::Optimizer& optimizer, const ShardLayout& shards, std::size_t g,
+                                         std::string_view group) {
+  const bool matches =
+      optimizer.param_groups().size() == shards.groups.size() &&
+      std::all_of(shards.groups[g].pieces.begin(), shards.groups[g].pieces.end(), [&](const ShardLayout::Piece& piece) {
+        return piece.tensor < optimizer.param_groups()[g].params().size();
+      });
+  if (!matches) {
     throw ConfigError("checkpoint: group '" + std::string(group) +
-                      "': the optimizer does not have one shard per param group as its shard layout says. Save and "
+                      "': the optimizer's param groups are not the shards its shard layout describes. Save and "
                       "load the optimizer that a ShardedOptimizer wraps.");
   }
-  return optimizer.param_groups()[g].params().front();
+  return optimizer.param_groups()[g].params();
 }
 
-// This rank's pieces of parameter i of a param group, as views of `shard_tensor`
-// (the shard itself, or a state tensor laid out like it).
-std::vector<TensorPiece> pieces_of(const ShardLayout::Group& layout, std::size_t i, const at::Tensor& shard_tensor) {
+// This rank's pieces of parameter i of a param group, as views of `tensors`
+// (the slices themselves, or state tensors laid out like them).
+std::vector<TensorPiece> pieces_of(const ShardLayout::Group& layout, std::size_t i,
+                                   const std::vector<at::Tensor>& tensors) {
   std::vector<TensorPiece> pieces;
   for (const ShardLayout::Piece& piece : layout.pieces) {
-    if (piece.parameter == i) pieces.push_back({piece.offset, shard_tensor.narrow(0, piece.shard_offset, piece.count)});
+    if (piece.parameter == i) {
+      pieces.push_back({piece.offset, tensors[piece.tensor].narrow(0, piece.shard_offset, piece.count)});
+    }
   }
   return pieces;
 }
@@ -288,13 +298,15 @@ void check_optimizer_supported(const optim::Optimizer& optimizer, std::string_vi
 std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer, const ShardLayout* shards) {
   const Codec& codec = codec_for(optimizer, "optimizer");
   std::uint64_t bytes = 0;
-  std::map<const void*, std::uint64_t> whole;  // a shard's impl -> its parameters' bytes
+  // A slice's impl -> the bytes the file holds for it: the whole parameters
+  // of its group for the first slice, nothing for the others.
+  std::map<const void*, std::uint64_t> whole;
   if (shards != nullptr) {
     for (std::size_t g = 0; g < shards->groups.size() && g < optimizer.param_groups().size(); ++g) {
-      for (const at::Tensor& shard : optimizer.param_groups()[g].params()) {
-        std::uint64_t sum = 0;
-        for (const at::Tensor& p : shards->groups[g].parameters) sum += static_cast<std::uint64_t>(p.nbytes());
-        whole[shard.unsafeGetTensorImpl()] = sum;
+      std::uint64_t sum = 0;
+      for (const at::Tensor& p : shards->groups[g].parameters) sum += static_cast<std::uint64_t>(p.nbytes());
+      for (const at::Tensor& slice : optimizer.param_groups()[g].params()) {
+        whole[slice.unsafeGetTensorImpl()] = std::exchange(sum, 0);
       }
     }
   }
@@ -350,21 +362,37 @@ void write_optimizer(CheckpointWriter& writer, std::string_view group, const opt
     }
     return;
   }
-  // Sharded: each state tensor of a shard is cut back into the parameters it
-  // covers, and every rank writes its pieces of each whole tensor.
+  // Sharded: the state tensors of the slices are cut back into the
+  // parameters they cover, and every rank writes its pieces of each whole tensor.
   std::size_t first = 0;  // index of the group's first parameter in the file
   for (std::size_t g = 0; g < shards->groups.size(); ++g) {
     const ShardLayout::Group& layout = shards->groups[g];
-    const auto it = state.find(state_key<Map>(shard_of(optimizer, *shards, g, group)));
-    if (it != state.end()) {  // every rank has stepped its shard, or none has
-      const auto [fields, step] = codec.save_state(*it->second);
+    const std::vector<at::Tensor>& slices = slices_of(optimizer, *shards, g, group);
+    // The slices are stepped together: all have state, or none (on every rank).
+    std::vector<Fields> slice_fields;
+    std::optional<std::int64_t> step;
+    for (const at::Tensor& slice : slices) {
+      const auto it = state.find(state_key<Map>(slice));
+      if (it == state.end()) continue;
+      auto saved = codec.save_state(*it->second);
+      if (slice_fields.empty()) step = saved.second;
+      slice_fields.push_back(std::move(saved.first));
+    }
+    if (!slice_fields.empty() && slice_fields.size() != slices.size()) {
+      throw ConfigError("checkpoint: group '" + std::string(group) + "': only " + std::to_string(slice_fields.size()) +
+                        " of the " + std::to_string(slices.size()) + " slices of param group " + std::to_string(g) +
+                        " have optimizer state; a ShardedOptimizer steps them together. Save after a whole step.");
+    }
+    if (!slice_fields.empty()) {
       for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
         const std::string prefix = state_group(group, first + i);
         if (step) writer.set_attribute(prefix, "step", *step);
-        for (const auto& [name, tensor] : fields) {
+        for (const auto& [name, tensor] : slice_fields.front()) {
           if (!tensor.defined()) continue;
+          std::vector<at::Tensor> tensors;
+          for (const Fields& fields : slice_fields) tensors.push_back(fields.at(name));
           writer.write_pieces(prefix + "/" + name, tensor.scalar_type(), layout.parameters[i].sizes(),
-                              pieces_of(layout, i, tensor));
+                              pieces_of(layout, i, tensors));
         }
       }
     }
@@ -376,7 +404,7 @@ namespace {
 
 // The sharded optimizer's state read from whole per-parameter tensors: for
 // each param group, every state tensor of the group's parameters is read in
-// this rank's pieces into one tensor laid out like the shard (its padding zero).
+// this rank's pieces into tensors laid out like the slices (padding zero).
 void read_into_shards(CheckpointReader& reader, std::string_view group, optim::Optimizer& optimizer,
                       const ShardLayout& shards, const Codec& codec, const std::string& where) {
   auto& state = optimizer.state();
@@ -385,7 +413,7 @@ void read_into_shards(CheckpointReader& reader, std::string_view group, optim::O
   std::size_t first = 0;
   for (std::size_t g = 0; g < shards.groups.size(); ++g) {
     const ShardLayout::Group& layout = shards.groups[g];
-    const at::Tensor& shard = shard_of(optimizer, shards, g, group);
+    const std::vector<at::Tensor>& slices = slices_of(optimizer, shards, g, group);
     // Which state tensors the file holds for each parameter of the group.
     std::set<std::string> names;
     std::size_t with_state = 0;
@@ -409,18 +437,21 @@ void read_into_shards(CheckpointReader& reader, std::string_view group, optim::O
                         " have state; a sharded optimizer steps them as one. Load it without sharding.");
     }
     if (with_state != 0) {
-      Fields fields;
+      std::vector<Fields> fields(slices.size());
       for (const std::string& name : names) {
-        at::Tensor values = at::zeros_like(shard);
+        std::vector<at::Tensor> values;
+        for (const at::Tensor& slice : slices) values.push_back(at::zeros_like(slice));
         for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
           reader.read_pieces(state_group(group, first + i) + "/" + name, pieces_of(layout, i, values));
         }
-        fields[name] = values;
+        for (std::size_t t = 0; t < slices.size(); ++t) fields[t][name] = values[t];
       }
       const auto step = reader.attribute(state_group(group, first), "step");
-      loaded.emplace_back(shard,
-                          codec.make_state(fields, step ? std::optional<std::int64_t>(std::get<std::int64_t>(*step))
-                                                        : std::nullopt));
+      for (std::size_t t = 0; t < slices.size(); ++t) {
+        loaded.emplace_back(slices[t], codec.make_state(fields[t], step ? std::optional<std::int64_t>(
+                                                                              std::get<std::int64_t>(*step))
+                                                                        : std::nullopt));
+      }
     }
     first += layout.parameters.size();
   }
@@ -441,22 +472,18 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
                       " optimizer state, but this optimizer is " + codec.name +
                       ". Prepare the same optimizer types in the same order as when saving.");
   }
-  // The per-rank layout of earlier versions: one row per rank of the shards.
-  const auto rows = reader.attribute(group, "sharded_world_size");
-  const bool per_rank = rows.has_value();
-  if (per_rank) {
-    const std::int64_t saved = std::get<std::int64_t>(*rows);
-    if (shards == nullptr || saved != shards->world_size) {
-      throw ConfigError(where + ": the optimizer state is stored one row per rank of " + std::to_string(saved) +
-                        " ranks (ZeRO; the layout of earlier versions), which loads only with the same sharding on " +
-                        std::to_string(saved) +
-                        " ranks. Resume it that way once; the checkpoints saved from then on load with any sharding "
-                        "on any number of ranks.");
-    }
+  // The per-rank layout of earlier versions (one row per rank of one shard
+  // per param group) depended on a bucket cut that no longer exists.
+  if (const auto rows = reader.attribute(group, "sharded_world_size")) {
+    throw ConfigError(where + ": the optimizer state is stored one row per rank of " +
+                      std::to_string(std::get<std::int64_t>(*rows)) +
+                      " ranks, the ZeRO layout of versions before whole-tensor sharded state, which this version "
+                      "cannot cut into its shards. Export the model with `accelerate-hpc convert` and start the "
+                      "optimizer afresh, or resume once with the version that wrote it and save again.");
   }
 
   std::vector<std::int64_t> group_sizes;
-  if (shards != nullptr && !per_rank) {
+  if (shards != nullptr) {
     for (const auto& layout : shards->groups)
       group_sizes.push_back(static_cast<std::int64_t>(layout.parameters.size()));
   } else {
@@ -479,7 +506,7 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
       options[g][name] = std::get<double>(*value);
     }
   }
-  if (shards != nullptr && !per_rank) {
+  if (shards != nullptr) {
     read_into_shards(reader, group, optimizer, *shards, codec, where);
   } else {
     // Read everything first, then replace the optimizer's state in one go.
@@ -499,12 +526,7 @@ void read_optimizer(CheckpointReader& reader, std::string_view group, optim::Opt
       names.push_back(entry.spec.name);
       slots.emplace_back(index, rest.substr(slash + 1));
     }
-    std::vector<at::Tensor> tensors;
-    if (per_rank) {
-      for (const std::string& name : names) tensors.push_back(reader.read_per_rank(name));
-    } else {
-      tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
-    }
+    const std::vector<at::Tensor> tensors = reader.read_replicated(names);  // one batch: the bulk of a training state
     for (std::size_t k = 0; k < tensors.size(); ++k) {
       const auto& [index, field] = slots[k];
       fields[index][field] = tensors[k].to(parameters[index].device());

@@ -57,13 +57,24 @@ struct ShardedOptimizer::Hooks {
   std::thread::id owner = std::this_thread::get_id();
 };
 
+// A tensor over `base`'s storage from `offset`, contiguous with `sizes`, that
+// autograd does not track as a view of `base`: it can be a parameter's data,
+// an optimizer's parameter or a .grad that optimizers detach_() in place.
+at::Tensor alias_of(const at::Tensor& base, std::int64_t offset, at::IntArrayRef sizes) {
+  std::vector<std::int64_t> strides(sizes.size(), 1);
+  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
+  at::Tensor alias = at::empty({0}, base.options());
+  alias.set_(base.storage(), base.storage_offset() + offset, sizes, strides);
+  return alias;
+}
+
 // One param group's flat space and this rank's shard of it.
 struct ShardedOptimizer::FlatGroup {
   struct Bucket {
     std::int64_t begin = 0;  // flat range [begin, end) of parameters
     std::int64_t end = 0;
-    std::int64_t slice = 0;         // elements per rank (padded bucket / N)
-    std::int64_t shard_offset = 0;  // where this rank's slice starts in the shard
+    std::int64_t slice = 0;         // elements per rank (bucket / N; the last bucket padded)
+    std::int64_t shard_offset = 0;  // where this rank's slice starts in the shard's gradient
     // Stage 2's reduction of this step:
     std::vector<std::size_t> parameters;  // those with elements in the bucket
     std::size_t pending = 0;              // of them, not yet copied into `input`
@@ -77,7 +88,13 @@ struct ShardedOptimizer::FlatGroup {
   std::vector<Bucket> buckets;
   std::vector<std::vector<std::size_t>> buckets_of;  // per parameter, the buckets it has elements in
   std::vector<bool> taken;                           // per parameter: its gradient is in the buckets this step
-  at::Tensor shard;
+  // The parameters' storage: the flat space, padded at the end to whole
+  // slices. Every parameter's data is a view of it, so this rank's slice of a
+  // bucket is a range of it that the optimizer steps in place.
+  at::Tensor buffer;
+  std::vector<at::Tensor> slices;  // per bucket, this rank's range of `buffer`: the optimizer's parameters
+  at::Tensor shard_grad;           // the slices' gradients, back to back (their .grad are views of it)
+  std::int64_t shard_elements = 0;
 
   [[nodiscard]] std::int64_t total() const { return offsets.back(); }
 
@@ -152,8 +169,10 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
                      " elements on this rank but not on every rank. Every rank must shard the same model.");
     }
     const auto element_size = static_cast<std::int64_t>(flat.parameters.front().element_size());
-    const auto cap =
-        std::max<std::int64_t>(size, static_cast<std::int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0) / element_size);
+    // Buckets of a multiple of N elements: each is N whole slices, and only
+    // the last needs padding, at the end of the buffer.
+    const auto cap = std::max<std::int64_t>(size, static_cast<std::int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0) /
+                                                      element_size / size * size);
     std::int64_t shard_elements = 0;
     for (std::int64_t begin = 0; begin < flat.total(); begin += cap) {
       FlatGroup::Bucket bucket;
@@ -174,8 +193,17 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       });
       bucket.pending = bucket.parameters.size();
     }
-    flat.shard = at::zeros({shard_elements}, flat.parameters.front().options());  // zero padding
-    param_group.params() = {flat.shard};
+    flat.shard_elements = shard_elements;
+    const auto& last = flat.buckets.back();
+    // Filled parameter by parameter, each one's old storage freed as it is
+    // aliased: the model is not held twice while the buffer fills.
+    flat.buffer = at::empty({last.begin + last.slice * size}, flat.parameters.front().options());
+    flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();  // padding
+    for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);
+    for (const auto& bucket : flat.buckets) {
+      flat.slices.push_back(alias_of(flat.buffer, bucket.begin + group.rank() * bucket.slice, {bucket.slice}));
+    }
+    param_group.params() = flat.slices;
     groups_.push_back(std::move(flat));
   }
   // The same order on every rank, so the ranks' collectives match: the last
@@ -249,7 +277,7 @@ void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t p) {
   for (const std::size_t b : flat.buckets_of[p]) {
     auto& bucket = flat.buckets[b];
     if (!bucket.input.defined()) {
-      bucket.input = at::empty({bucket.slice * size}, flat.shard.options());
+      bucket.input = at::empty({bucket.slice * size}, flat.buffer.options());
       const std::int64_t used = bucket.end - bucket.begin;
       bucket.input.narrow(0, used, bucket.input.numel() - used).zero_();  // padding
     }
@@ -282,9 +310,8 @@ void ShardedOptimizer::launch(const BucketId& id, bool in_backward) {
   FlatGroup& flat = groups_[id.group];
   auto& bucket = flat.buckets[id.bucket];
   while (in_flight_.size() >= kMaxInFlight) wait_oldest();
-  // Every element of the shard's gradient is written by one bucket.
-  if (!flat.shard.grad().defined()) flat.shard.mutable_grad() = at::empty_like(flat.shard);
-  bucket.output = flat.shard.grad().narrow(0, bucket.shard_offset, bucket.slice);
+  link_shard_grad(flat);
+  bucket.output = flat.shard_grad.narrow(0, bucket.shard_offset, bucket.slice);
   ReduceScatterOptions average;
   average.op = ReduceOp::Avg;
   bucket.work = group_.reduce_scatter_async(bucket.output, bucket.input, average);
@@ -340,6 +367,44 @@ void ShardedOptimizer::abandon_reduction() noexcept {
   next_launch_ = 0;
 }
 
+void ShardedOptimizer::alias_parameter(FlatGroup& flat, std::size_t p) {
+  at::Tensor& parameter = flat.parameters[p];
+  const std::int64_t offset = flat.offsets[p];
+  flat.buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
+  parameter.set_data(alias_of(flat.buffer, offset, parameter.sizes()));
+}
+
+void ShardedOptimizer::keep_parameters_aliased(FlatGroup& flat) {
+  // A parameter whose data was replaced (set_data, a load that assigns) is
+  // copied back into the buffer and aliased again, so the step sees it.
+  const auto element_size = static_cast<std::int64_t>(flat.buffer.element_size());
+  const auto* base = static_cast<const char*>(flat.buffer.data_ptr());
+  for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
+    const at::Tensor& parameter = flat.parameters[p];
+    if (parameter.data_ptr() != base + flat.offsets[p] * element_size || !parameter.is_contiguous() ||
+        parameter.scalar_type() != flat.buffer.scalar_type() || parameter.device() != flat.buffer.device()) {
+      if (parameter.scalar_type() != flat.buffer.scalar_type() || parameter.device() != flat.buffer.device()) {
+        sharding_error("parameter " + std::to_string(p) + " changed dtype or device after sharding (now " +
+                       std::string(c10::toString(parameter.scalar_type())) + " on " + parameter.device().str() +
+                       "). Move or cast the model before building the ShardedOptimizer (before Accelerator::prepare).");
+      }
+      alias_parameter(flat, p);
+    }
+  }
+}
+
+void ShardedOptimizer::link_shard_grad(FlatGroup& flat) {
+  if (!flat.shard_grad.defined()) flat.shard_grad = at::zeros({flat.shard_elements}, flat.buffer.options());
+  for (std::size_t b = 0; b < flat.buckets.size(); ++b) {
+    at::Tensor& grad = flat.slices[b].mutable_grad();
+    const auto* expected = static_cast<const char*>(flat.shard_grad.data_ptr()) +
+                           flat.buckets[b].shard_offset * static_cast<std::int64_t>(flat.shard_grad.element_size());
+    if (!grad.defined() || grad.data_ptr() != expected) {
+      grad = alias_of(flat.shard_grad, flat.buckets[b].shard_offset, {flat.buckets[b].slice});
+    }
+  }
+}
+
 checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
   checkpoint::ShardLayout layout;
   layout.world_size = group_.size();
@@ -348,8 +413,9 @@ checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
     group.parameters = flat.parameters;
     for (const FlatGroup::Bucket& bucket : flat.buckets) {
       const auto [begin, end] = flat.owned(bucket, group_.rank());
+      const std::size_t b = static_cast<std::size_t>(&bucket - flat.buckets.data());
       flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-        group.pieces.push_back({p, in_param, n, bucket.shard_offset + (at - begin)});
+        group.pieces.push_back({p, in_param, n, b, at - begin});
       });
     }
     layout.groups.push_back(std::move(group));
@@ -357,22 +423,11 @@ checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
   return layout;
 }
 
-void ShardedOptimizer::parameters_into_shard(FlatGroup& flat) {
-  const int rank = group_.rank();
-  for (const auto& bucket : flat.buckets) {
-    const auto [begin, end] = flat.owned(bucket, rank);
-    flat.for_each_piece(begin, end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-      flat.shard.narrow(0, bucket.shard_offset + (at - begin), n)
-          .copy_(flat.parameters[p].detach().view({-1}).narrow(0, in_param, n));
-    });
-  }
-}
-
 void ShardedOptimizer::gradients_into_shard(FlatGroup& flat) {
   // Stage 1: the gradients are averaged already; copy this rank's pieces.
   const int rank = group_.rank();
-  if (!flat.shard.grad().defined()) flat.shard.mutable_grad() = at::zeros_like(flat.shard);
-  at::Tensor shard_grad = flat.shard.grad();
+  link_shard_grad(flat);
+  at::Tensor& shard_grad = flat.shard_grad;
   for (const auto& bucket : flat.buckets) {
     at::Tensor target = shard_grad.narrow(0, bucket.shard_offset, bucket.slice);
     target.zero_();
@@ -385,20 +440,24 @@ void ShardedOptimizer::gradients_into_shard(FlatGroup& flat) {
 }
 
 void ShardedOptimizer::gather_parameters(FlatGroup& flat) {
-  for (const auto& bucket : flat.buckets) {
-    const at::Tensor gathered = group_.all_gather(flat.shard.narrow(0, bucket.shard_offset, bucket.slice).contiguous());
-    flat.for_each_piece(
-        bucket.begin, bucket.end, [&](std::size_t p, std::int64_t in_param, std::int64_t at, std::int64_t n) {
-          flat.parameters[p].detach().view({-1}).narrow(0, in_param, n).copy_(gathered.narrow(0, at - bucket.begin, n));
-        });
+  // Each rank's stepped slice, gathered into the bucket's range of the
+  // buffer: the parameters themselves. The own slice is copied first, since
+  // the collective's input may not alias its output.
+  const int size = group_.size();
+  for (std::size_t b = 0; b < flat.buckets.size(); ++b) {
+    const auto& bucket = flat.buckets[b];
+    if (size == 1) break;  // the slice is the bucket
+    const at::Tensor mine = flat.slices[b].clone();
+    at::Tensor target = flat.buffer.narrow(0, bucket.begin, bucket.slice * size);
+    group_.all_gather_async(target, mine)->wait();
   }
 }
 
 void ShardedOptimizer::step() {
   ACCELERATE_PROFILE_RANGE("accelerate::ShardedOptimizer::step");
   torch::NoGradGuard no_grad;
+  for (FlatGroup& flat : groups_) keep_parameters_aliased(flat);
   reduce_gradients();
-  for (FlatGroup& flat : groups_) parameters_into_shard(flat);
   optimizer_.step();
   reduced_ = false;
   for (FlatGroup& flat : groups_) gather_parameters(flat);
@@ -427,7 +486,7 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
   // Padding holds zero gradients, so it adds nothing to either norm.
   double local = 0;
   for (const FlatGroup& flat : groups_) {
-    const at::Tensor grad = flat.shard.grad().to(at::kDouble);
+    const at::Tensor grad = flat.shard_grad.to(at::kDouble);
     local = infinity ? std::max(local, grad.abs().max().item<double>())
                      : local + grad.abs().pow(norm_type).sum().item<double>();
   }
@@ -438,7 +497,7 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
   const double norm = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
   const double coefficient = max_norm / (norm + 1e-6);  // torch's clip_grad_norm_ rule
   if (coefficient < 1.0) {
-    for (FlatGroup& flat : groups_) flat.shard.mutable_grad().mul_(coefficient);
+    for (FlatGroup& flat : groups_) flat.shard_grad.mul_(coefficient);
   }
   return norm;
 }
@@ -446,16 +505,17 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
 void ShardedOptimizer::clip_grad_value_(double clip_value) {
   reduce_gradients();
   torch::NoGradGuard no_grad;
-  for (FlatGroup& flat : groups_) flat.shard.mutable_grad().clamp_(-clip_value, clip_value);
+  for (FlatGroup& flat : groups_) flat.shard_grad.clamp_(-clip_value, clip_value);
 }
 
 void ShardedOptimizer::zero_grad(bool set_to_none) {
   reduced_ = false;
   for (FlatGroup& flat : groups_) {
     if (set_to_none) {
-      flat.shard.mutable_grad() = at::Tensor();
-    } else if (flat.shard.grad().defined()) {
-      flat.shard.mutable_grad().zero_();
+      flat.shard_grad = at::Tensor();
+      for (at::Tensor& slice : flat.slices) slice.mutable_grad() = at::Tensor();
+    } else if (flat.shard_grad.defined()) {
+      flat.shard_grad.zero_();
     }
     for (at::Tensor& p : flat.parameters) {
       if (!p.grad().defined()) continue;
@@ -468,6 +528,16 @@ void ShardedOptimizer::zero_grad(bool set_to_none) {
   }
 }
 
+std::int64_t ShardedOptimizer::bucket_input_bytes() const noexcept {
+  std::int64_t bytes = 0;
+  for (const FlatGroup& flat : groups_) {
+    for (const auto& bucket : flat.buckets) {
+      if (bucket.input.defined()) bytes += static_cast<std::int64_t>(bucket.input.nbytes());
+    }
+  }
+  return bytes;
+}
+
 std::int64_t ShardedOptimizer::total_elements() const noexcept {
   std::int64_t total = 0;
   for (const FlatGroup& flat : groups_) total += flat.total();
@@ -476,16 +546,8 @@ std::int64_t ShardedOptimizer::total_elements() const noexcept {
 
 std::int64_t ShardedOptimizer::shard_elements() const noexcept {
   std::int64_t total = 0;
-  for (const FlatGroup& flat : groups_) total += flat.shard.numel();
+  for (const FlatGroup& flat : groups_) total += flat.shard_elements;
   return total;
-}
-
-const at::Tensor& ShardedOptimizer::shard(std::size_t g) const {
-  if (g >= groups_.size()) {
-    sharding_error("param group " + std::to_string(g) + " requested; there are " + std::to_string(groups_.size()) +
-                   ".");
-  }
-  return groups_[g].shard;
 }
 
 }  // namespace accelerate

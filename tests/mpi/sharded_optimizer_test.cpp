@@ -80,6 +80,7 @@ class ShardedOptimizerTest : public ::testing::Test {
                                .bucket_cap_mb = bucket_cap_mb,
                                .reduce_in_backward = mode != Mode::Stage2InStep});
     }
+    if (sharded) expect_slices_of_the_parameters(adam, *net);
     torch::manual_seed(5);
     const auto x = torch::randn({kRowsPerRank * group->size(), 7});
     const auto y = torch::randn({kRowsPerRank * group->size(), 3});
@@ -125,6 +126,18 @@ class ShardedOptimizerTest : public ::testing::Test {
 
   std::int64_t reduced_in_backward = 0;  // by the last train()
 
+  // The optimizer steps ranges of the parameters' own storage: no copy of the weights.
+  static void expect_slices_of_the_parameters(torch::optim::Optimizer& optimizer, torch::nn::Module& net) {
+    const auto parameters = net.parameters();
+    for (const auto& param_group : optimizer.param_groups()) {
+      for (const auto& slice : param_group.params()) {
+        EXPECT_TRUE(std::any_of(parameters.begin(), parameters.end(),
+                                [&](const torch::Tensor& p) { return slice.is_alias_of(p); }))
+            << "a slice of " << slice.numel() << " elements is a copy";
+      }
+    }
+  }
+
   void expect_same_on_every_rank(const std::vector<torch::Tensor>& parameters) {
     for (std::size_t i = 0; i < parameters.size(); ++i) {
       const auto all = group->all_gather(parameters[i].reshape({1, -1}));
@@ -142,12 +155,14 @@ void expect_close(const std::vector<torch::Tensor>& actual, const std::vector<to
 }
 
 // fc1 7*13+13 = 104 elements, fc2 13*5+5 = 70 and fc3 5*3+3 = 18: the
-// groups hold 104 and 88. Each bucket is padded to a multiple of N.
+// groups hold 104 and 88. Buckets are cut at a multiple of N elements, and
+// only a group's last bucket is padded to one.
 std::int64_t expected_shard(std::int64_t bucket_elements, int ranks) {
+  const std::int64_t cap = std::max<std::int64_t>(ranks, bucket_elements / ranks * ranks);
   std::int64_t shard = 0;
   for (const std::int64_t group_total : {104, 88}) {
-    for (std::int64_t begin = 0; begin < group_total; begin += bucket_elements) {
-      shard += (std::min<std::int64_t>(bucket_elements, group_total - begin) + ranks - 1) / ranks;
+    for (std::int64_t begin = 0; begin < group_total; begin += cap) {
+      shard += (std::min<std::int64_t>(cap, group_total - begin) + ranks - 1) / ranks;
     }
   }
   return shard;
@@ -281,6 +296,33 @@ TEST_F(ShardedOptimizerTest, Stage2AccumulatesMicroStepsLocallyAndRefusesASecond
     net->forward(torch::ones({2, 7})).sum().backward();
   });
   EXPECT_NE(message.find("received a second gradient before step()"), std::string::npos) << message;
+}
+
+TEST_F(ShardedOptimizerTest, AParameterWhoseDataWasReplacedIsTakenBackIntoTheShards) {
+  for (const acc::ZeroStage stage : {acc::ZeroStage::OptimizerState, acc::ZeroStage::Gradients}) {
+    auto net = std::make_shared<Net>(2);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group, {.stage = stage, .bucket_cap_mb = 64.0 / (1024 * 1024)});
+    {
+      torch::NoGradGuard no_grad;
+      net->fc1->weight.set_data(torch::full({13, 7}, 0.5));  // new storage, not the shards'
+    }
+    sharded.step();  // no gradients: SGD leaves the parameters as they are
+    EXPECT_TRUE(torch::equal(net->fc1->weight, torch::full({13, 7}, 0.5)));
+    expect_slices_of_the_parameters(sgd, *net);
+    // And the shards step it: one backward, one step, the same on every rank.
+    net->forward(torch::ones({2, 7})).sum().backward();
+    sharded.step();
+    EXPECT_FALSE(torch::equal(net->fc1->weight, torch::full({13, 7}, 0.5)));
+    expect_same_on_every_rank({net->fc1->weight.detach().clone()});
+    // A parameter moved to another dtype cannot be stepped in the shards' dtype.
+    {
+      torch::NoGradGuard no_grad;
+      net->fc2->bias.set_data(net->fc2->bias.to(torch::kDouble));
+    }
+    const auto message = acc::testing::error_of<acc::ConfigError>([&] { sharded.step(); });
+    EXPECT_NE(message.find("changed dtype or device after sharding"), std::string::npos) << message;
+  }
 }
 
 TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {

@@ -1,5 +1,6 @@
 // How the parameters of a sharded optimizer map to the model's parameters on
-// this rank. A ShardedOptimizer steps one flat shard per param group; the
+// this rank. A ShardedOptimizer steps one slice per bucket of each param
+// group, several tensors that together are this rank's shard; the
 // checkpoint code uses this map to store the optimizer state as whole
 // per-parameter tensors (each rank writing its pieces), so that the file does
 // not depend on the number of ranks or on the sharding, and to cut such a
@@ -20,9 +21,11 @@ struct ShardLayout {
     std::size_t parameter = 0;      // index among the param group's model parameters
     std::int64_t offset = 0;        // first element, in the flattened parameter
     std::int64_t count = 0;         // elements
-    std::int64_t shard_offset = 0;  // where the run sits in the shard
+    std::size_t tensor = 0;         // which of the optimizer's parameters of the group holds the run
+    std::int64_t shard_offset = 0;  // where the run starts in that (1-d) tensor
   };
-  /// One param group: the optimizer's one shard stands for these parameters.
+  /// One param group: the optimizer's parameters of the group (this rank's
+  /// slices) stand for these model parameters.
   struct Group {
     std::vector<at::Tensor> parameters;  // the model's parameters of the group, in order
     std::vector<Piece> pieces;           // this rank's runs, in shard order (padding excluded)

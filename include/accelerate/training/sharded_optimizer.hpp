@@ -9,12 +9,14 @@
 //   sharded.zero_grad();
 //
 // Layout. The parameters of each param group, flattened in order, form one
-// flat space, cut into buckets of about bucket_cap_mb, each padded to a
-// multiple of N; rank r owns the r-th 1/N of every bucket, so every shard is
-// the same size and each bucket is one reduce-scatter and one all-gather.
-// The user's optimizer is re-pointed at one flat shard tensor per param
-// group: its hyper-parameters (per group) stay, and its state is built for
-// the shard only.
+// flat space, and from construction on they are views of one flat buffer
+// holding it. The space is cut into buckets of about bucket_cap_mb, each a
+// multiple of N elements (the last padded); rank r owns the r-th 1/N of
+// every bucket, its slice, so every shard is the same size and each bucket is
+// one reduce-scatter and one all-gather. The user's optimizer is re-pointed
+// at the slices, which are ranges of the buffer: it steps the parameters in
+// place (no copy of the weights), its temporaries are the size of a slice,
+// its hyper-parameters (per group) stay, and its state covers the shard only.
 //
 // Stage 1 (ZeroStage::OptimizerState): the gradients are already averaged
 // (the module is a DistributedModel); step() copies this rank's slices.
@@ -72,19 +74,23 @@ struct ShardingOptions {
 
 class ShardedOptimizer {
  public:
-  /// Broadcasts the parameters from rank 0 (as DistributedModel does) and
+  /// Broadcasts the parameters from rank 0 (as DistributedModel does), makes
+  /// each param group's parameters views of one flat buffer (their data is
+  /// replaced; the tensors, their .grad and autograd hooks stay), and
   /// re-points `optimizer` (which must not have stepped yet) at this rank's
-  /// shards. Every rank must pass the same parameters, shapes and dtypes.
+  /// slices of it, one per bucket. Every rank must pass the same parameters,
+  /// shapes and dtypes; move or cast the model before, not after.
   /// ConfigError (on every rank) for an optimizer that cannot be sharded.
   ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGroup& group, ShardingOptions options = {});
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
   ~ShardedOptimizer();
 
-  /// This rank's slices of the parameters and of the gradients (copied, or
-  /// reduce-scattered in stage 2) into the shards, the wrapped optimizer's
-  /// step on the shards, the parameters all-gathered. The parameters are read
-  /// on every step, so a load_state or an edit between steps is honoured.
+  /// The gradients into the shards (this rank's slices copied, or in stage 2
+  /// reduce-scattered), the wrapped optimizer's step on this rank's slices of
+  /// the parameters, the slices all-gathered. A parameter whose data was
+  /// replaced since (not edited in place) is taken back into the buffer first,
+  /// so a load_state or an edit between steps is honoured.
   void step();
   /// Clears the shards' gradients and the parameters' (set_to_none: released).
   void zero_grad(bool set_to_none = true);
@@ -96,6 +102,9 @@ class ShardedOptimizer {
   /// Buckets reduce-scattered during the backward passes since construction
   /// (the rest were reduced in step()); for tests and benchmarks.
   [[nodiscard]] std::int64_t buckets_reduced_in_backward() const noexcept { return reduced_in_backward_; }
+  /// Bytes of stage 2's bucket inputs held now (gradients copied, not yet
+  /// reduced): with the parameters' .grad, the whole gradients held.
+  [[nodiscard]] std::int64_t bucket_input_bytes() const noexcept;
   /// Clips the gradient's total norm over all shards of all ranks (the norm
   /// of the whole averaged gradient, padding excluded) to `max_norm`, as
   /// torch::nn::utils::clip_grad_norm_ does; returns the norm before
@@ -109,8 +118,6 @@ class ShardedOptimizer {
   /// Elements of all parameters, and of this rank's shards (padding included).
   [[nodiscard]] std::int64_t total_elements() const noexcept;
   [[nodiscard]] std::int64_t shard_elements() const noexcept;
-  /// This rank's shard of param group `g` (the tensor the optimizer steps).
-  [[nodiscard]] const at::Tensor& shard(std::size_t g) const;
   /// How this rank's shards map to the model's parameters: what checkpoints
   /// use to store the state as whole per-parameter tensors and to cut it
   /// into another sharding's shards on load.
@@ -123,7 +130,9 @@ class ShardedOptimizer {
     std::size_t bucket;
   };
   struct Hooks;
-  void parameters_into_shard(FlatGroup& flat);
+  static void alias_parameter(FlatGroup& flat, std::size_t p);
+  static void keep_parameters_aliased(FlatGroup& flat);
+  static void link_shard_grad(FlatGroup& flat);
   void gradients_into_shard(FlatGroup& flat);
   void gather_parameters(FlatGroup& flat);
   // Stage 2's reduction, bucket by bucket (in backward or in step()).
