@@ -317,6 +317,14 @@ void ShardedOptimizer::launch(const BucketId& id, bool in_backward) {
   bucket.work = group_.reduce_scatter_async(bucket.output, bucket.input, average);
   in_flight_.push_back(next_launch_);
   if (in_backward) ++reduced_in_backward_;
+  // Free the inputs of what has completed (on one node, the reduce-scatter
+  // through shared memory completes within the call): backward then holds
+  // only the buckets still filling.
+  while (!in_flight_.empty()) {
+    const BucketId oldest = launch_order_[in_flight_.front()];
+    if (!groups_[oldest.group].buckets[oldest.bucket].work->is_completed()) break;
+    wait_oldest();
+  }
 }
 
 void ShardedOptimizer::wait_oldest() {
