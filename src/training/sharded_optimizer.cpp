@@ -194,10 +194,11 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       bucket.pending = bucket.parameters.size();
     }
     flat.shard_elements = shard_elements;
-    const auto& last = flat.buckets.back();
     // Filled parameter by parameter, each one's old storage freed as it is
-    // aliased: the model is not held twice while the buffer fills.
-    flat.buffer = at::empty({last.begin + last.slice * size}, flat.parameters.front().options());
+    // aliased: the model is not held twice while the buffer fills. A group of
+    // empty parameters has no bucket and an empty buffer.
+    const std::int64_t padded = flat.buckets.empty() ? 0 : flat.buckets.back().begin + flat.buckets.back().slice * size;
+    flat.buffer = at::empty({padded}, flat.parameters.front().options());
     flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();  // padding
     for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);
     for (const auto& bucket : flat.buckets) {

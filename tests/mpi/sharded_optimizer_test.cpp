@@ -325,6 +325,23 @@ TEST_F(ShardedOptimizerTest, AParameterWhoseDataWasReplacedIsTakenBackIntoTheSha
   }
 }
 
+TEST_F(ShardedOptimizerTest, AParamGroupOfEmptyParametersHasNoBucketAndSteps) {
+  for (const acc::ZeroStage stage : {acc::ZeroStage::OptimizerState, acc::ZeroStage::Gradients}) {
+    auto net = std::make_shared<Net>(6);
+    auto empty = torch::zeros({0, 4}, torch::requires_grad());
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{empty});
+    groups.emplace_back(net->parameters());
+    torch::optim::SGD sgd(groups, torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group, {.stage = stage});
+    const auto before = net->fc1->weight.detach().clone();
+    net->forward(torch::ones({2, 7})).sum().backward();
+    sharded.step();
+    EXPECT_FALSE(torch::equal(net->fc1->weight, before));
+    EXPECT_EQ(empty.sizes(), (std::vector<std::int64_t>{0, 4}));
+  }
+}
+
 TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {
   auto net = std::make_shared<Net>(1);
   torch::optim::LBFGS lbfgs(net->parameters(), torch::optim::LBFGSOptions(0.1));
