@@ -23,6 +23,7 @@
 #include "accelerate/data/stream_data_loader_shard.hpp"
 #include "accelerate/data/stream_dataset.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/device_map.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
 #include "accelerate/profiling/profiler.hpp"
 #include "accelerate/random/rng_state.hpp"

@@ -1,5 +1,7 @@
 #include "accelerate/modeling/module_sizes.hpp"
 
+#include "modeling/module_walk.hpp"
+
 #include <c10/core/ScalarType.h>
 
 #include <algorithm>
@@ -10,49 +12,12 @@
 namespace accelerate {
 namespace {
 
+using modeling::named_tensors;
+using modeling::TensorKind;
 using torch::nn::Module;
-
-std::string join(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
-}
-
-// PyTorch's named_modules(): depth first, in registration order; with
-// `unique`, a module met again under another name is skipped with its subtree.
-void walk_modules(const Module& module, const std::string& prefix, std::set<const Module*>* seen,
-                  const std::function<void(const std::string&, const Module&)>& visit) {
-  if (seen != nullptr && !seen->insert(&module).second) return;
-  visit(prefix, module);
-  for (const auto& child : module.named_children())
-    walk_modules(*child.value(), join(prefix, child.key()), seen, visit);
-}
-
-enum class Kind { Parameters, Buffers };
-
-// PyTorch's named_parameters()/named_buffers() with recursion; with `unique`,
-// modules and tensors met again under another name are skipped.
-std::vector<std::pair<std::string, at::Tensor>> named_tensors(const Module& module, Kind kind, bool unique) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  std::set<const Module*> seen_modules;
-  std::set<const c10::TensorImpl*> seen_tensors;
-  walk_modules(module, "", unique ? &seen_modules : nullptr, [&](const std::string& prefix, const Module& m) {
-    const auto own =
-        kind == Kind::Parameters ? m.named_parameters(/*recurse=*/false) : m.named_buffers(/*recurse=*/false);
-    for (const auto& item : own) {
-      if (!item.value().defined()) continue;
-      if (unique && !seen_tensors.insert(item.value().unsafeGetTensorImpl()).second) continue;
-      out.emplace_back(join(prefix, item.key()), item.value());
-    }
-  });
-  return out;
-}
 
 bool keeps_own_size(c10::ScalarType type) {
   return c10::isIntegralType(type, /*includeBool=*/true);  // integers and bool are not converted on load
-}
-
-std::int64_t size_of(const std::map<std::string, std::int64_t>& sizes, const std::string& name) {
-  const auto it = sizes.find(name);
-  return it == sizes.end() ? 0 : it->second;
 }
 
 }  // namespace
@@ -60,8 +25,8 @@ std::int64_t size_of(const std::map<std::string, std::int64_t>& sizes, const std
 ModuleSizes compute_module_sizes(const Module& module, std::optional<c10::ScalarType> dtype,
                                  const std::map<std::string, c10::ScalarType>& special_dtypes, bool buffers_only) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
-  if (!buffers_only) tensors = named_tensors(module, Kind::Parameters, /*unique=*/true);
-  for (auto& buffer : named_tensors(module, Kind::Buffers, /*unique=*/true)) tensors.push_back(std::move(buffer));
+  if (!buffers_only) tensors = named_tensors(module, TensorKind::Parameters, /*unique=*/true);
+  for (auto& buffer : named_tensors(module, TensorKind::Buffers, /*unique=*/true)) tensors.push_back(std::move(buffer));
   ModuleSizes sizes;
   for (const auto& [name, tensor] : tensors) {
     const auto own = static_cast<std::int64_t>(c10::elementSize(tensor.scalar_type()));
@@ -113,7 +78,7 @@ LayerSize get_max_layer_size(const std::vector<NamedEntry>& entries, const Modul
     const bool whole = children.empty() || std::find(no_split_module_classes.begin(), no_split_module_classes.end(),
                                                      module_class_name(*entry.module)) != no_split_module_classes.end();
     if (whole) {
-      const std::int64_t size = size_of(sizes, entry.name);
+      const std::int64_t size = modeling::size_or_zero(sizes, entry.name);
       if (size > largest.size) {
         largest.size = size;
         largest.names = {entry.name};
@@ -136,12 +101,12 @@ MaximumSizes calculate_maximum_sizes(const Module& module, const std::vector<std
     if (seen.insert(child.value().get()).second) entries.push_back({child.key(), child.value()});
   }
   for (const auto& item : module.named_buffers(/*recurse=*/false)) entries.push_back({item.key(), nullptr});
-  return {size_of(sizes, ""), get_max_layer_size(entries, sizes, no_split_module_classes)};
+  return {modeling::size_or_zero(sizes, ""), get_max_layer_size(entries, sizes, no_split_module_classes)};
 }
 
 std::vector<std::vector<std::string>> find_tied_parameters(const Module& module) {
-  const auto every = named_tensors(module, Kind::Parameters, /*unique=*/false);
-  const auto unique = named_tensors(module, Kind::Parameters, /*unique=*/true);
+  const auto every = named_tensors(module, TensorKind::Parameters, /*unique=*/false);
+  const auto unique = named_tensors(module, TensorKind::Parameters, /*unique=*/true);
   std::set<std::string> first_names;
   for (const auto& [name, tensor] : unique) first_names.insert(name);
   std::vector<std::vector<std::string>> groups;

@@ -1,2 +1,3 @@
 # Sources of the modeling module, the big-model utilities (include()d from src/CMakeLists.txt).
-target_sources(accelerate PRIVATE ${CMAKE_CURRENT_LIST_DIR}/module_sizes.cpp)
+target_sources(accelerate PRIVATE ${CMAKE_CURRENT_LIST_DIR}/module_sizes.cpp ${CMAKE_CURRENT_LIST_DIR}/module_walk.cpp
+                                  ${CMAKE_CURRENT_LIST_DIR}/device_map.cpp)

@@ -9,19 +9,29 @@ agree, 1 on the first list of differences.
 usage: module_sizes_crosscheck.py <json from module_sizes_dump>
 """
 import json
+import logging
 import sys
 
 import torch
 from torch import nn
-from accelerate.utils import calculate_maximum_sizes, compute_module_sizes, find_tied_parameters, get_max_layer_size
+import warnings
+
+from accelerate.utils import (
+    calculate_maximum_sizes,
+    compute_module_sizes,
+    find_tied_parameters,
+    get_balanced_memory,
+    get_max_layer_size,
+    infer_auto_device_map,
+)
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, width=6):
         super().__init__()
-        self.proj = nn.Linear(6, 6)
-        self.norm = nn.LayerNorm(6)
-        self.register_buffer("scale", torch.ones(6))
+        self.proj = nn.Linear(width, width)
+        self.norm = nn.LayerNorm(width)
+        self.register_buffer("scale", torch.ones(width))
         self.register_buffer("positions", torch.arange(8))
 
 
@@ -40,14 +50,25 @@ class Tied(nn.Module):
         self.head = Head(self.embed.weight)
 
 
+class Lm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(40, 8)
+        self.layers = nn.Sequential(Block(8), Block(8), Block(8), Block(8))
+        self.norm = nn.LayerNorm(8)
+        self.head = Head(self.embed.weight)
+
+
 def trees():
     mlp = nn.Sequential(nn.Linear(7, 13), nn.ReLU(), nn.Linear(13, 5), nn.Tanh(), nn.Linear(5, 3))
     nested = nn.Sequential(Block(), Block(), nn.LayerNorm(6))
     nested._no_split_modules = ["Block"]  # what calculate_maximum_sizes reads
-    return {"mlp": mlp, "tied": Tied(), "nested": nested}
+    lm = Lm()
+    lm._no_split_modules = ["Block"]
+    return {"mlp": mlp, "tied": Tied(), "nested": nested, "lm": lm}
 
 
-SPECIAL = {"mlp": "0.weight", "tied": "embed.weight", "nested": "0.proj.weight"}
+SPECIAL = {"mlp": "0.weight", "tied": "embed.weight", "nested": "0.proj.weight", "lm": "layers.0.proj.weight"}
 
 
 def layer(result):
@@ -72,12 +93,106 @@ def python_results(name, model):
     }
 
 
+def budget(max_memory):
+    """JSON's device names to Accelerate's: GPU ordinals are integers."""
+    return {int(k) if k.isdigit() else k: v for k, v in max_memory.items()}
+
+
+def keywords(options):
+    return {
+        "no_split_module_classes": options["no_split_module_classes"],
+        "dtype": torch.bfloat16 if options["dtype"] == "bfloat16" else None,
+    }
+
+
+def within(name, module):
+    return module == "" or name == module or name.startswith(module + ".")
+
+
+def uncovered(model, device_map):
+    """The tensors no entry of the map covers (what check_device_map reports)."""
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    return {n for n in names if not any(within(n, m) for m in device_map)}
+
+
+def compare_device_map(model, theirs, mine, what):
+    """Ours must be Accelerate's map, plus an entry for each tensor that
+    Accelerate's map leaves uncovered (a split module's own buffers)."""
+    theirs = {k: str(v) for k, v in theirs.items()}
+    extra = set(mine) - set(theirs)
+    problems = []
+    if set(theirs) - set(mine):
+        problems.append(f"missing entries {sorted(set(theirs) - set(mine))}")
+    if extra != uncovered(model, theirs):
+        problems.append(f"extra entries {sorted(extra)}, Accelerate leaves uncovered {sorted(uncovered(model, theirs))}")
+    if uncovered(model, mine):
+        problems.append(f"ours leaves {sorted(uncovered(model, mine))} uncovered")
+    for name in set(theirs) & set(mine):
+        if theirs[name] != mine[name]:
+            problems.append(f"{name}: Accelerate {theirs[name]}, ours {mine[name]}")
+    if problems:
+        return [f"{what}:\n  Accelerate: {theirs}\n  ours:       {mine}\n  " + "\n  ".join(problems)]
+    return []
+
+
+def check_device_maps(models, cases, failures):
+    differences = []
+    for case in cases:
+        model = models[case["tree"]]
+        options = case["options"]
+        what = f"infer_auto_device_map {case['tree']} {case['max_memory']} {options}"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                theirs = infer_auto_device_map(
+                    model,
+                    max_memory=budget(case["max_memory"]),
+                    clean_result=options["clean_result"],
+                    offload_buffers=options["offload_buffers"],
+                    **keywords(options),
+                )
+            except IndexError:
+                failures.append(what)
+                continue
+        warned = any("offload_buffers" in str(w.message) for w in caught)
+        differences += compare_device_map(model, theirs, case["device_map"], what)
+        if warned != case["warned"]:
+            differences.append(f"{what}: Accelerate warned {warned}, ours {case['warned']}")
+    return differences
+
+
+def check_balanced(models, cases, failures):
+    differences = []
+    for case in cases:
+        model = models[case["tree"]]
+        options = case["options"]
+        what = f"get_balanced_memory {case['tree']} {case['max_memory']} {options}"
+        theirs = get_balanced_memory(
+            model, max_memory=budget(case["max_memory"]), low_zero=options["low_zero"], **keywords(options)
+        )
+        mine = budget(case["balanced"])
+        if theirs != mine:
+            differences.append(f"{what}:\n  Accelerate: {theirs}\n  ours:       {mine}")
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                their_map = infer_auto_device_map(model, max_memory=dict(theirs), **keywords(options))
+            except IndexError:
+                failures.append(what + " then infer_auto_device_map")
+                continue
+        differences += compare_device_map(model, their_map, case["device_map"], what + " then infer_auto_device_map")
+    return differences
+
+
 def main():
+    logging.getLogger("accelerate").setLevel(logging.ERROR)  # "Device 0 is not available": no GPU is needed
     with open(sys.argv[1]) as f:
         ours = json.load(f)
     differences = []
     checked = 0
-    for name, model in trees().items():
+    models = trees()
+    for name, model in models.items():
         theirs = python_results(name, model)
         mine = ours[name]
         mine["tied"] = sorted(sorted(group) for group in mine["tied"])
@@ -85,11 +200,25 @@ def main():
             checked += 1
             if mine.get(key) != value:
                 differences.append(f"{name} {key}:\n  Accelerate: {value}\n  ours:       {mine.get(key)}")
+    # Accelerate's infer_auto_device_map fails (IndexError) on a tree with a
+    # module registered under two names: it looks for the second name among
+    # the children, which list the module once. Ours places such a tree; those
+    # cases are counted, and must be the only ones Accelerate cannot run.
+    failures = []
+    differences += check_device_maps(models, ours["device_maps"], failures)
+    differences += check_balanced(models, ours["balanced"], failures)
+    differences += [f"{what}: Accelerate fails on a tree without a module registered twice"
+                    for what in failures if not what.split()[1] == "tied"]
     if differences:
         print("\n".join(differences))
+        print(f"{len(differences)} difference(s)")
         return 1
+    maps = len(ours["device_maps"]) - sum(what.startswith("infer_auto_device_map") for what in failures)
+    budgets = len(ours["balanced"]) - sum(what.startswith("get_balanced_memory") for what in failures)
     print(f"{checked} results of compute_module_sizes, calculate_maximum_sizes, get_max_layer_size and "
-          f"find_tied_parameters agree with Accelerate's on {len(ours)} trees")
+          f"find_tied_parameters, {maps} device maps of infer_auto_device_map and {budgets} budgets of "
+          f"get_balanced_memory (with their maps) agree with Accelerate's on {len(models)} trees; Accelerate "
+          f"could not run the other {len(failures)} cases, all on the tree with a module registered twice")
     return 0
 
 
