@@ -1,6 +1,7 @@
 #include "accelerate/training/sharded_optimizer.hpp"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim/lbfgs.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -87,7 +89,12 @@ struct ShardedOptimizer::FlatGroup {
   std::vector<std::int64_t> offsets;  // flat offset of each parameter; back() = total
   std::vector<Bucket> buckets;
   std::vector<std::vector<std::size_t>> buckets_of;  // per parameter, the buckets it has elements in
-  std::vector<bool> taken;                           // per parameter: its gradient is in the buckets this step
+  // A tensor listed twice (tied weights: LibTorch's parameters() lists it under
+  // each name) has a range per listing; the tensor views the first one, and a
+  // gradient fills them all.
+  std::vector<std::size_t> first_of;               // per parameter, the index of its tensor's first listing
+  std::vector<std::vector<std::size_t>> listings;  // per first listing, every listing of its tensor
+  std::vector<bool> taken;                         // per parameter: its gradient is in the buckets this step
   // The parameters' storage: the flat space, padded at the end to whole
   // slices. Every parameter's data is a view of it, so this rank's slice of a
   // bucket is a range of it that the optimizer steps in place.
@@ -135,6 +142,7 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
   }
   const int size = group.size();
   torch::NoGradGuard no_grad;
+  std::map<const c10::TensorImpl*, std::size_t> group_of;  // a tensor may be in one param group only
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     auto& param_group = optimizer.param_groups()[g];
     FlatGroup flat;
@@ -149,14 +157,30 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
         sharding_error("param group " + std::to_string(g) +
                        " mixes dtypes or devices; one flat shard per group needs one of each. Split the group.");
       }
+      const auto [known, added] = group_of.emplace(p.unsafeGetTensorImpl(), g);
+      if (!added && known->second != g) {
+        sharding_error("a parameter of param group " + std::to_string(g) + " is also in param group " +
+                       std::to_string(known->second) + "; a parameter can be in one param group only.");
+      }
+      std::size_t first = flat.parameters.size();
+      for (std::size_t q = 0; q < flat.parameters.size(); ++q) {
+        if (flat.parameters[q].unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) {
+          first = q;
+          break;
+        }
+      }
+      flat.first_of.push_back(first);
+      flat.listings.emplace_back();
+      flat.listings[first].push_back(flat.parameters.size());
       flat.parameters.push_back(p);
       flat.offsets.push_back(flat.offsets.back() + p.numel());
     }
     if (flat.parameters.empty()) sharding_error("param group " + std::to_string(g) + " has no parameters.");
     // Rank 0's values everywhere, as DistributedModel does: in stage 2 the
     // module is not wrapped, and the shards must start from one model.
-    for (at::Tensor& p : flat.parameters) {
-      at::Tensor values = p.detach();
+    for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
+      if (flat.first_of[p] != p) continue;
+      at::Tensor values = flat.parameters[p].detach();
       group.broadcast(values);
     }
     // Every rank must cut the same buckets: compare the group's size.
@@ -199,8 +223,8 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     // empty parameters has no bucket and an empty buffer.
     const std::int64_t padded = flat.buckets.empty() ? 0 : flat.buckets.back().begin + flat.buckets.back().slice * size;
     flat.buffer = at::empty({padded}, flat.parameters.front().options());
-    flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();  // padding
-    for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);
+    flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();    // padding
+    for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);  // first listings only
     for (const auto& bucket : flat.buckets) {
       flat.slices.push_back(alias_of(flat.buffer, bucket.begin + group.rank() * bucket.slice, {bucket.slice}));
     }
@@ -231,7 +255,7 @@ void ShardedOptimizer::register_hooks() {
       // A parameter without an accumulator (frozen, or not a leaf) never
       // gets a gradient in backward; step() takes whatever it holds.
       auto accumulator = torch::autograd::impl::grad_accumulator(groups_[g].parameters[p]);
-      if (!accumulator) continue;
+      if (!accumulator || groups_[g].first_of[p] != p) continue;  // one hook per tensor
       hooks_->keys.push_back(
           accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, g, p] { on_gradient_ready(g, p); })));
       hooks_->accumulators.push_back(std::move(accumulator));
@@ -263,6 +287,10 @@ void ShardedOptimizer::on_gradient_ready(std::size_t g, std::size_t p) {
   }
   torch::NoGradGuard no_grad;
   try {
+    if (!backward_open_) {
+      backward_open_ = true;
+      torch::autograd::Engine::get_default_engine().queue_callback([this] { end_of_backward(); });
+    }
     take_gradient(flat, p);
     launch_ready_buckets(/*in_backward=*/true);
   } catch (...) {
@@ -271,10 +299,17 @@ void ShardedOptimizer::on_gradient_ready(std::size_t g, std::size_t p) {
   }
 }
 
-void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t p) {
-  const int size = group_.size();
-  at::Tensor& parameter = flat.parameters[p];
+void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t listing) {
+  const std::size_t first = flat.first_of[listing];
+  at::Tensor& parameter = flat.parameters[first];
   const at::Tensor grad = parameter.grad().defined() ? parameter.grad().reshape({-1}) : at::Tensor();
+  for (const std::size_t p : flat.listings[first]) copy_gradient(flat, p, grad);
+  // The bucket holds it now: the whole gradient goes.
+  parameter.mutable_grad() = at::Tensor();
+}
+
+void ShardedOptimizer::copy_gradient(FlatGroup& flat, std::size_t p, const at::Tensor& grad) {
+  const int size = group_.size();
   for (const std::size_t b : flat.buckets_of[p]) {
     auto& bucket = flat.buckets[b];
     if (!bucket.input.defined()) {
@@ -293,8 +328,6 @@ void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t p) {
     --bucket.pending;
   }
   flat.taken[p] = true;
-  // The bucket holds it now: the whole gradient goes.
-  parameter.mutable_grad() = at::Tensor();
 }
 
 void ShardedOptimizer::launch_ready_buckets(bool in_backward) {
@@ -338,17 +371,36 @@ void ShardedOptimizer::wait_oldest() {
   work->wait();
 }
 
-void ShardedOptimizer::finish_reduction() {
+void ShardedOptimizer::launch_remaining(bool in_backward) {
   // What backward left: buckets with parameters that got no gradient in it
-  // (unused, or accumulated in a micro-step), in the one launch order.
+  // (unused on this rank, or accumulated in a micro-step), in the one launch order.
   for (std::size_t i = next_launch_; i < launch_order_.size(); ++i) {
     const BucketId id = launch_order_[i];
     FlatGroup& flat = groups_[id.group];
     for (const std::size_t p : flat.buckets[id.bucket].parameters) {
       if (!flat.taken[p]) take_gradient(flat, p);
     }
-    launch_ready_buckets(/*in_backward=*/false);
+    launch_ready_buckets(in_backward);
   }
+}
+
+void ShardedOptimizer::end_of_backward() {
+  // Every bucket is launched before backward returns, on every rank, even
+  // where a parameter got no gradient here: a collective the caller makes
+  // between backward and step() then meets the same collectives everywhere.
+  backward_open_ = false;
+  if (reduced_) return;
+  torch::NoGradGuard no_grad;
+  try {
+    launch_remaining(/*in_backward=*/true);
+  } catch (...) {
+    abandon_reduction();
+    throw;
+  }
+}
+
+void ShardedOptimizer::finish_reduction() {
+  launch_remaining(/*in_backward=*/false);
   while (!in_flight_.empty()) wait_oldest();
   for (FlatGroup& flat : groups_) {
     for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
@@ -374,13 +426,16 @@ void ShardedOptimizer::abandon_reduction() noexcept {
   }
   in_flight_.clear();
   next_launch_ = 0;
+  backward_open_ = false;
 }
 
 void ShardedOptimizer::alias_parameter(FlatGroup& flat, std::size_t p) {
+  if (flat.first_of[p] != p) return;  // aliased with its tensor's first listing
   at::Tensor& parameter = flat.parameters[p];
-  const std::int64_t offset = flat.offsets[p];
-  flat.buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
-  parameter.set_data(alias_of(flat.buffer, offset, parameter.sizes()));
+  const at::Tensor values = parameter.detach().reshape({-1});
+  for (const std::size_t listing : flat.listings[p])
+    flat.buffer.narrow(0, flat.offsets[listing], parameter.numel()).copy_(values);
+  parameter.set_data(alias_of(flat.buffer, flat.offsets[p], parameter.sizes()));
 }
 
 void ShardedOptimizer::keep_parameters_aliased(FlatGroup& flat) {
@@ -390,6 +445,13 @@ void ShardedOptimizer::keep_parameters_aliased(FlatGroup& flat) {
   const auto* base = static_cast<const char*>(flat.buffer.data_ptr());
   for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
     const at::Tensor& parameter = flat.parameters[p];
+    if (flat.first_of[p] != p) continue;
+    if (parameter.numel() != flat.offsets[p + 1] - flat.offsets[p]) {
+      sharding_error("parameter " + std::to_string(p) + " changed size after sharding (now " +
+                     std::to_string(parameter.numel()) + " elements, was " +
+                     std::to_string(flat.offsets[p + 1] - flat.offsets[p]) +
+                     "). Resize the model before building the ShardedOptimizer (before Accelerator::prepare).");
+    }
     if (parameter.data_ptr() != base + flat.offsets[p] * element_size || !parameter.is_contiguous() ||
         parameter.scalar_type() != flat.buffer.scalar_type() || parameter.device() != flat.buffer.device()) {
       if (parameter.scalar_type() != flat.buffer.scalar_type() || parameter.device() != flat.buffer.device()) {
@@ -495,6 +557,7 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
   // Padding holds zero gradients, so it adds nothing to either norm.
   double local = 0;
   for (const FlatGroup& flat : groups_) {
+    if (!flat.shard_grad.defined() || flat.shard_grad.numel() == 0) continue;  // a group of empty parameters
     const at::Tensor grad = flat.shard_grad.to(at::kDouble);
     local = infinity ? std::max(local, grad.abs().max().item<double>())
                      : local + grad.abs().pow(norm_type).sum().item<double>();
@@ -506,7 +569,9 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
   const double norm = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
   const double coefficient = max_norm / (norm + 1e-6);  // torch's clip_grad_norm_ rule
   if (coefficient < 1.0) {
-    for (FlatGroup& flat : groups_) flat.shard_grad.mul_(coefficient);
+    for (FlatGroup& flat : groups_) {
+      if (flat.shard_grad.defined()) flat.shard_grad.mul_(coefficient);
+    }
   }
   return norm;
 }
@@ -514,10 +579,15 @@ double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
 void ShardedOptimizer::clip_grad_value_(double clip_value) {
   reduce_gradients();
   torch::NoGradGuard no_grad;
-  for (FlatGroup& flat : groups_) flat.shard_grad.clamp_(-clip_value, clip_value);
+  for (FlatGroup& flat : groups_) {
+    if (flat.shard_grad.defined()) flat.shard_grad.clamp_(-clip_value, clip_value);
+  }
 }
 
 void ShardedOptimizer::zero_grad(bool set_to_none) {
+  // Gradients dropped between backward and step() (a skipped batch, a failed
+  // backward): what was taken or is in flight goes too.
+  abandon_reduction();
   reduced_ = false;
   for (FlatGroup& flat : groups_) {
     if (set_to_none) {

@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -235,16 +237,21 @@ TEST_F(ShardedOptimizerTest, Stage2HoldsNoWholeGradientOfAReducedBucketDuringBac
                                    .bucket_cap_mb = kLayerMiB,
                                    .reduce_in_backward = in_backward});
     int held = -1;
+    std::int64_t input_bytes = -1;
     const auto count_held = [&] {
       held = 0;
       for (const auto& p : tower->parameters()) held += p.grad().defined() ? 1 : 0;
+      input_bytes = sharded.bucket_input_bytes();
     };
     for (int step = 0; step < 2; ++step) {
       tower->forward(torch::randn({4, 16}), count_held).square().sum().backward();
       // Reduced in backward: layers 5 to 1 were five buckets, reduced and
       // released as each completed. In step(): all ten tensors are whole.
       EXPECT_EQ(held, in_backward ? 0 : 10);
+      // Nor are their copies: at most two bucket inputs (those in flight) remain.
+      EXPECT_LE(input_bytes, 2 * 272 * 4);
       sharded.step();
+      EXPECT_EQ(sharded.bucket_input_bytes(), 0);
       sharded.zero_grad();
     }
     EXPECT_EQ(sharded.buckets_reduced_in_backward(), in_backward ? 12 : 0);
@@ -320,8 +327,15 @@ TEST_F(ShardedOptimizerTest, AParameterWhoseDataWasReplacedIsTakenBackIntoTheSha
       torch::NoGradGuard no_grad;
       net->fc2->bias.set_data(net->fc2->bias.to(torch::kDouble));
     }
-    const auto message = acc::testing::error_of<acc::ConfigError>([&] { sharded.step(); });
+    auto message = acc::testing::error_of<acc::ConfigError>([&] { sharded.step(); });
     EXPECT_NE(message.find("changed dtype or device after sharding"), std::string::npos) << message;
+    // Nor can one of another size fit its range: the next parameters' would be overwritten.
+    {
+      torch::NoGradGuard no_grad;
+      net->fc2->bias.set_data(torch::zeros({6}));
+    }
+    message = acc::testing::error_of<acc::ConfigError>([&] { sharded.step(); });
+    EXPECT_NE(message.find("changed size after sharding (now 6 elements, was 5)"), std::string::npos) << message;
   }
 }
 
@@ -336,10 +350,114 @@ TEST_F(ShardedOptimizerTest, AParamGroupOfEmptyParametersHasNoBucketAndSteps) {
     acc::ShardedOptimizer sharded(sgd, *group, {.stage = stage});
     const auto before = net->fc1->weight.detach().clone();
     net->forward(torch::ones({2, 7})).sum().backward();
+    // Clipping skips the group that holds no gradient.
+    EXPECT_GT(sharded.clip_grad_norm_(1e6), 0.0);
+    EXPECT_GT(sharded.clip_grad_norm_(1e6, std::numeric_limits<double>::infinity()), 0.0);
+    sharded.clip_grad_value_(1e6);
     sharded.step();
     EXPECT_FALSE(torch::equal(net->fc1->weight, before));
     EXPECT_EQ(empty.sizes(), (std::vector<std::int64_t>{0, 4}));
   }
+}
+
+// y = tanh(x w^T + b) w^T: one weight used twice, and listed twice, as
+// LibTorch's parameters() lists a tied weight under each of its names.
+struct TiedWeights {
+  torch::Tensor w = torch::randn({4, 4}).requires_grad_();
+  torch::Tensor b = torch::randn({4}).requires_grad_();
+  torch::Tensor forward(const torch::Tensor& x) const { return torch::tanh(x.matmul(w.t()) + b).matmul(w.t()); }
+};
+
+TEST_F(ShardedOptimizerTest, ATiedWeightListedTwiceIsSteppedOnceWithItsWholeGradient) {
+  // Every rank has the same data, so each step must equal a plain SGD step over
+  // the two distinct tensors.
+  const auto x = torch::randn({3, 4});
+  const auto run = [&](std::optional<acc::ZeroStage> stage) {
+    torch::manual_seed(21);
+    TiedWeights net;
+    std::vector<torch::Tensor> listed{net.w, net.b};
+    if (stage) listed.push_back(net.w);
+    torch::optim::SGD sgd(listed, torch::optim::SGDOptions(0.1).momentum(0.9));
+    std::unique_ptr<acc::ShardedOptimizer> sharded;
+    if (stage)
+      sharded = std::make_unique<acc::ShardedOptimizer>(sgd, *group,
+                                                        acc::ShardingOptions{.stage = *stage,
+                                                                             .bucket_cap_mb = 8.0 / (1024 * 1024)});
+    for (int step = 0; step < 3; ++step) {
+      net.forward(x).square().sum().backward();
+      if (sharded) {
+        sharded->step();
+        sharded->zero_grad();
+      } else {
+        sgd.step();
+        sgd.zero_grad();
+      }
+    }
+    return std::vector<torch::Tensor>{net.w.detach().clone(), net.b.detach().clone()};
+  };
+  const auto expected = run(std::nullopt);
+  for (const auto stage : {acc::ZeroStage::OptimizerState, acc::ZeroStage::Gradients}) {
+    SCOPED_TRACE(stage == acc::ZeroStage::Gradients ? "stage 2" : "stage 1");
+    expect_close(run(stage), expected);
+  }
+  // A tensor in two param groups has no one shard to live in.
+  TiedWeights net;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{net.w});
+  groups.emplace_back(std::vector<torch::Tensor>{net.b, net.w});
+  torch::optim::SGD sgd(groups, torch::optim::SGDOptions(0.1));
+  const auto message = acc::testing::error_of<acc::ConfigError>([&] { acc::ShardedOptimizer s(sgd, *group); });
+  EXPECT_NE(message.find("is also in param group 0"), std::string::npos) << message;
+}
+
+TEST_F(ShardedOptimizerTest, GradientsDroppedByZeroGradBeforeStepAreGone) {
+  // A batch skipped after its backward: zero_grad() drops what stage 2 took
+  // in backward, and the next backward is reduced on its own.
+  const auto x = torch::randn({2, 7});
+  const auto run = [&](bool skip_one) {
+    auto net = std::make_shared<Net>(5);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group,
+                                  {.stage = acc::ZeroStage::Gradients, .bucket_cap_mb = 100.0 / (1024 * 1024)});
+    if (skip_one) {
+      (net->forward(x).sum() * 100).backward();
+      sharded.zero_grad();
+    }
+    net->forward(x).sum().backward();
+    sharded.step();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  expect_close(run(true), run(false));
+}
+
+TEST_F(ShardedOptimizerTest, AParameterUnusedOnOneRankLeavesNoCollectiveBehindBackward) {
+  // Odd ranks never use fc1. Every bucket is launched before backward returns
+  // on every rank, so a collective made between backward and step() (a loss
+  // all-reduce) meets its peers and the step is the one reduced in step().
+  const auto run = [&](bool in_backward) {
+    auto net = std::make_shared<Net>(9);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group,
+                                  {.stage = acc::ZeroStage::Gradients,
+                                   .bucket_cap_mb = 40.0 / (1024 * 1024),
+                                   .reduce_in_backward = in_backward});
+    for (int step = 0; step < 2; ++step) {
+      const auto x = torch::full({2, 7}, 0.1 * (group->rank() + 1));
+      const auto hidden = group->rank() % 2 == 0 ? torch::tanh(net->fc1->forward(x)) : torch::zeros({2, 13});
+      net->fc3->forward(torch::tanh(net->fc2->forward(hidden))).sum().backward();
+      auto ones = torch::ones({3});
+      group->all_reduce(ones);
+      EXPECT_TRUE(torch::equal(ones, torch::full({3}, static_cast<float>(group->size()))));
+      sharded.step();
+      sharded.zero_grad();
+    }
+    std::vector<torch::Tensor> out;
+    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  expect_close(run(true), run(false));
 }
 
 TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {

@@ -138,7 +138,10 @@ class ShardedOptimizer {
   // Stage 2's reduction, bucket by bucket (in backward or in step()).
   void register_hooks();
   void on_gradient_ready(std::size_t g, std::size_t p);
-  void take_gradient(FlatGroup& flat, std::size_t p);
+  void take_gradient(FlatGroup& flat, std::size_t listing);
+  void copy_gradient(FlatGroup& flat, std::size_t p, const at::Tensor& grad);
+  void launch_remaining(bool in_backward);
+  void end_of_backward();
   void launch_ready_buckets(bool in_backward);
   void launch(const BucketId& id, bool in_backward);
   void wait_oldest();
@@ -150,6 +153,7 @@ class ShardedOptimizer {
   ShardingOptions options_;
   std::vector<FlatGroup> groups_;
   bool reduced_ = false;                // this step's gradients are in the shards
+  bool backward_open_ = false;          // end_of_backward() is queued for the running backward
   std::vector<BucketId> launch_order_;  // the same on every rank: last bucket first
   std::size_t next_launch_ = 0;
   std::vector<std::size_t> in_flight_;  // indices into launch_order_, oldest first
