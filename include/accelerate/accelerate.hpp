@@ -25,6 +25,8 @@
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/device_map.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
+#include "accelerate/modeling/module_tensors.hpp"
+#include "accelerate/modeling/offload.hpp"
 #include "accelerate/profiling/profiler.hpp"
 #include "accelerate/random/rng_state.hpp"
 #include "accelerate/random/seed.hpp"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "accelerate/error.hpp"
+#include "common/test_helpers.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
 #include "module_trees.hpp"
 
@@ -20,14 +21,7 @@ namespace {
 namespace acc = accelerate;
 namespace trees = accelerate::testing::trees;
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const acc::ConfigError& error) {
-    return error.what();
-  }
-  return "no ConfigError";
-}
+using acc::testing::error_of;
 
 TEST(DeviceMap, GpuZeroKeepsRoomForTheLargestLayer) {
   // The MLP's layers take 416, 280 and 72 bytes. GPU 0 keeps room for the

@@ -6,7 +6,12 @@ runs Accelerate's own functions on them, and compares every result with the
 JSON that module_sizes_dump printed for the C++ trees. Exits 0 when all
 agree, 1 on the first list of differences.
 
-usage: module_sizes_crosscheck.py <json from module_sizes_dump>
+With two folders more, it also reads the offload folder module_sizes_dump
+wrote (ours) with Accelerate's load_offloaded_weight, and writes the same
+tensors with Accelerate's offload_state_dict into the second (theirs), for
+module_sizes_dump to read.
+
+usage: module_sizes_crosscheck.py <json from module_sizes_dump> [<our offload folder> <their offload folder>]
 """
 import json
 import logging
@@ -23,6 +28,8 @@ from accelerate.utils import (
     get_balanced_memory,
     get_max_layer_size,
     infer_auto_device_map,
+    load_offloaded_weight,
+    offload_state_dict,
 )
 
 
@@ -185,6 +192,37 @@ def check_balanced(models, cases, failures):
     return differences
 
 
+def offload_reference():
+    """The tensors module_sizes_dump.cpp offloads, built alike."""
+    return {
+        "embed.weight": torch.arange(24, dtype=torch.float32).reshape(4, 6) / 7,
+        "half": torch.arange(10, dtype=torch.float32).to(torch.float16) * 0.5,
+        "bf16": (torch.arange(12, dtype=torch.float32) * 0.25).reshape(3, 4).to(torch.bfloat16),
+        "double": torch.arange(4, dtype=torch.float64).reshape(2, 2) / 3,
+        "ids": torch.arange(5, dtype=torch.int64) * 3 - 4,
+        "small": torch.arange(-3, 3, dtype=torch.int64).to(torch.int8),
+        "bytes": torch.arange(7, dtype=torch.int64).to(torch.uint8),
+        "mask": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+    }
+
+
+def check_offload(ours, theirs):
+    """Reads our folder with Accelerate's reader; writes theirs for ours to read."""
+    with open(f"{ours}/index.json") as f:
+        index = json.load(f)
+    differences = []
+    for name, expected in offload_reference().items():
+        if name not in index:
+            differences.append(f"offload {name}: not in our index.json")
+            continue
+        got = load_offloaded_weight(f"{ours}/{name}.dat", index[name])
+        if got.dtype != expected.dtype or got.shape != expected.shape or not torch.equal(got, expected):
+            differences.append(f"offload {name}: Accelerate reads {got!r} where we wrote {expected!r}")
+    offload_state_dict(theirs, offload_reference())
+    return differences
+
+
 def main():
     logging.getLogger("accelerate").setLevel(logging.ERROR)  # "Device 0 is not available": no GPU is needed
     with open(sys.argv[1]) as f:
@@ -205,6 +243,8 @@ def main():
     # the children, which list the module once. Ours places such a tree; those
     # cases are counted, and must be the only ones Accelerate cannot run.
     failures = []
+    if len(sys.argv) == 4:
+        differences += check_offload(sys.argv[2], sys.argv[3])
     differences += check_device_maps(models, ours["device_maps"], failures)
     differences += check_balanced(models, ours["balanced"], failures)
     differences += [f"{what}: Accelerate fails on a tree without a module registered twice"
@@ -219,6 +259,8 @@ def main():
           f"find_tied_parameters, {maps} device maps of infer_auto_device_map and {budgets} budgets of "
           f"get_balanced_memory (with their maps) agree with Accelerate's on {len(models)} trees; Accelerate "
           f"could not run the other {len(failures)} cases, all on the tree with a module registered twice")
+    if len(sys.argv) == 4:
+        print(f"Accelerate reads back every one of the {len(offload_reference())} tensors of our offload folder")
     return 0
 
 

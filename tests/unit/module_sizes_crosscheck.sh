@@ -2,7 +2,7 @@
 # The big-model utilities against Hugging Face Accelerate's own: runs
 # module_sizes_dump (our results on the C++ trees) and
 # module_sizes_crosscheck.py (Accelerate's on the same trees in torch.nn),
-# which compares them. Accelerate is pinned and installed into a venv on top
+# which compares them; then each side reads the other's offload folder. Accelerate is pinned and installed into a venv on top
 # of Debian's python3-torch; exit 77 (skipped) with the reason where it cannot be.
 # usage: module_sizes_crosscheck.sh <module_sizes_dump> <scratch-dir>
 set -euo pipefail
@@ -22,4 +22,7 @@ if ! python=$(ACCELERATE_PYTHON=$system_python "$here/../python_venv.sh" hf-acce
 fi
 mkdir -p "$scratch"
 "$dump" >"$scratch/ours.json"
-"$python" "$here/module_sizes_crosscheck.py" "$scratch/ours.json"
+rm -rf "$scratch/ours_offload" "$scratch/theirs_offload"
+"$dump" offload-write "$scratch/ours_offload"
+"$python" "$here/module_sizes_crosscheck.py" "$scratch/ours.json" "$scratch/ours_offload" "$scratch/theirs_offload"
+"$dump" offload-check "$scratch/theirs_offload"

@@ -3,10 +3,12 @@
 // Accelerate (module_sizes_crosscheck.py compares it with the Python half).
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "accelerate/modeling/device_map.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
+#include "accelerate/modeling/offload.hpp"
 #include "module_trees.hpp"
 
 namespace {
@@ -90,9 +92,54 @@ nlohmann::json balanced_cases(const std::string& tree, const torch::nn::Module& 
   return cases;
 }
 
+// The tensors both sides offload, built alike in module_sizes_crosscheck.py:
+// every dtype the format holds, and a 0-d tensor.
+std::map<std::string, at::Tensor> offload_reference() {
+  return {{"embed.weight", torch::arange(24, torch::kFloat).reshape({4, 6}) / 7},
+          {"half", torch::arange(10, torch::kFloat).to(torch::kHalf) * 0.5},
+          {"bf16", (torch::arange(12, torch::kFloat) * 0.25).reshape({3, 4}).to(torch::kBFloat16)},
+          {"double", torch::arange(4, torch::kDouble).reshape({2, 2}) / 3},
+          {"ids", torch::arange(5, torch::kLong) * 3 - 4},
+          {"small", torch::arange(-3, 3, torch::kLong).to(torch::kChar)},
+          {"bytes", torch::arange(7, torch::kLong).to(torch::kByte)},
+          {"mask", torch::tensor({true, false, true})},
+          {"scalar", torch::tensor(2.5, torch::kDouble)}};
+}
+
+// Reads a folder Accelerate offloaded the reference into; 0 when every tensor
+// comes back with its dtype, shape and values.
+int check_offload_folder(const std::string& folder) {
+  const auto index = acc::load_offload_index(folder);
+  int wrong = 0;
+  for (const auto& [name, expected] : offload_reference()) {
+    const auto entry = index.find(name);
+    if (entry == index.end()) {
+      std::cout << name << ": not in Accelerate's index.json\n";
+      ++wrong;
+      continue;
+    }
+    const at::Tensor ours = acc::load_offloaded_weight(std::filesystem::path(folder) / (name + ".dat"), entry->second);
+    if (ours.scalar_type() != expected.scalar_type() || ours.sizes() != expected.sizes() ||
+        !torch::equal(ours, expected)) {
+      std::cout << name << ": read " << ours << " where Accelerate wrote " << expected << '\n';
+      ++wrong;
+    }
+  }
+  std::cout << (wrong == 0 ? "every tensor of Accelerate's offload folder reads back exactly\n" : "");
+  return wrong == 0 ? 0 : 1;
+}
+
 }  // namespace
 
-int main() {
+// usage: module_sizes_dump                      (the JSON of our results)
+//        module_sizes_dump offload-write DIR    (our offload folder of the reference tensors)
+//        module_sizes_dump offload-check DIR    (reads Accelerate's folder of them)
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "offload-write") {
+    acc::offload_state_dict(argv[2], offload_reference());
+    return 0;
+  }
+  if (argc == 3 && std::string(argv[1]) == "offload-check") return check_offload_folder(argv[2]);
   const std::map<std::string, std::string> special{{"mlp", "0.weight"},
                                                    {"tied", "embed.weight"},
                                                    {"nested", "0.proj.weight"},

@@ -1,0 +1,69 @@
+#include "accelerate/modeling/module_tensors.hpp"
+
+#include <c10/util/StringUtil.h>
+#include <torch/utils.h>
+
+#include "accelerate/error.hpp"
+#include "modeling/module_walk.hpp"
+
+namespace accelerate {
+namespace {
+
+[[noreturn]] void tensor_error(const std::string& tensor_name, const std::string& what) {
+  throw ConfigError(detail::where() + " set_module_tensor_to_device('" + tensor_name + "'): " + what);
+}
+
+// The registered tensor itself (a handle on the same tensor as the module's
+// member field), or an undefined tensor.
+at::Tensor registered_tensor(const torch::nn::Module& owner, const std::string& leaf) {
+  for (const auto& item : owner.named_parameters(/*recurse=*/false)) {
+    if (item.key() == leaf) return item.value();
+  }
+  for (const auto& item : owner.named_buffers(/*recurse=*/false)) {
+    if (item.key() == leaf) return item.value();
+  }
+  return {};
+}
+
+}  // namespace
+
+void set_module_tensor_to_device(torch::nn::Module& module, const std::string& tensor_name, const c10::Device& device,
+                                 const std::optional<at::Tensor>& value, std::optional<c10::ScalarType> dtype) {
+  const auto dot = tensor_name.rfind('.');
+  const std::string owner_name = dot == std::string::npos ? "" : tensor_name.substr(0, dot);
+  const std::string leaf = dot == std::string::npos ? tensor_name : tensor_name.substr(dot + 1);
+  const torch::nn::Module* owner = modeling::find_submodule(module, owner_name);
+  if (owner == nullptr) tensor_error(tensor_name, "the module has no submodule '" + owner_name + "'");
+  at::Tensor target = registered_tensor(*owner, leaf);
+  if (!target.defined()) {
+    tensor_error(tensor_name, "'" + (owner_name.empty() ? std::string("the module") : owner_name) +
+                                  "' has no parameter or buffer named '" + leaf + "'");
+  }
+  at::Tensor next;
+  {
+    torch::NoGradGuard no_grad;
+    if (value) {
+      if (value->sizes() != target.sizes()) {
+        tensor_error(tensor_name, "the value has shape " + c10::str(value->sizes()) + ", the tensor " +
+                                      c10::str(target.sizes()) + "; a checkpoint of another model?");
+      }
+      next = value->detach();
+      if (!dtype) {
+        next = next.to(target.scalar_type());  // as load_state_dict converts
+      } else if (next.is_floating_point() || next.is_complex()) {
+        next = next.to(*dtype);
+      }
+      next = next.to(device);
+    } else {
+      next = target.detach().to(device);
+      if (dtype && (next.is_floating_point() || next.is_complex())) next = next.to(*dtype);
+    }
+  }
+  if (target.is_meta() != next.is_meta()) {
+    tensor_error(tensor_name, std::string("LibTorch cannot move a tensor ") + (target.is_meta() ? "from" : "to") +
+                                  " the meta device in place; build the module on the device it is to live on");
+  }
+  target.set_data(next);  // the same tensor, new data: members, registry and ties all see it
+}
+
+}  // namespace accelerate
