@@ -24,6 +24,7 @@
 #include "accelerate/data/stream_dataset.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/device_map.hpp"
+#include "accelerate/modeling/load_checkpoint.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
 #include "accelerate/modeling/module_tensors.hpp"
 #include "accelerate/modeling/offload.hpp"

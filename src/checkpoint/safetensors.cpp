@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
@@ -189,8 +190,16 @@ std::map<std::string, at::Tensor> load_safetensors(const fs::path& file) {
   return result;
 }
 
-KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& destinations, const fs::path& checkpoint,
-                                   bool strict) {
+namespace {
+
+// What a checkpoint path names: one of our HDF5 state files, or safetensors
+// files (one, or the shards an index lists).
+struct CheckpointFiles {
+  fs::path state_file;          // set for an HDF5 checkpoint
+  std::vector<fs::path> files;  // the .safetensors files otherwise
+};
+
+CheckpointFiles resolve_checkpoint(const fs::path& checkpoint) {
   // Our own HDF5 checkpoints: a checkpoint directory or its state file.
   fs::path state_file = checkpoint;
   if (fs::is_directory(checkpoint)) {
@@ -205,20 +214,18 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
       fail("reading the HDF5 checkpoint '" + state_file.string() +
            "' needs MPI (MPI-IO): create an accelerate::State first.");
     }
-    CheckpointReader reader({.comm = MPI_COMM_SELF, .file = state_file});
-    torch::NoGradGuard no_grad;
-    return reader.load_into(MODEL_NAME, destinations, strict);
+    return {state_file, {}};
 #else
     throw FeatureNotBuilt("load_checkpoint_in_model: '" + state_file.string() +
                           "' is an HDF5 checkpoint, but this build has no HDF5 (configure with "
                           "-DACCELERATE_WITH_HDF5=ON).");
 #endif
   }
-  std::vector<fs::path> files;
+  CheckpointFiles resolved;
   fs::path index;
   if (fs::is_directory(checkpoint)) {
     if (fs::exists(checkpoint / SAFE_WEIGHTS_NAME)) {
-      files.push_back(checkpoint / SAFE_WEIGHTS_NAME);
+      resolved.files.push_back(checkpoint / SAFE_WEIGHTS_NAME);
     } else {
       for (const auto& entry : fs::directory_iterator(checkpoint)) {
         if (entry.path().string().ends_with(".index.json")) {
@@ -232,7 +239,7 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
   } else if (checkpoint.string().ends_with(".json")) {
     index = checkpoint;
   } else {
-    files.push_back(checkpoint);
+    resolved.files.push_back(checkpoint);
   }
   if (!index.empty()) {
     std::ifstream in(index);
@@ -242,11 +249,26 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
     }
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (const std::string& shard : detail::parse_safetensors_index(text, index.string())) {
-      files.push_back(index.parent_path() / shard);
+      resolved.files.push_back(index.parent_path() / shard);
     }
   }
+  return resolved;
+}
+
+}  // namespace
+
+KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& destinations, const fs::path& checkpoint,
+                                   bool strict) {
+  const CheckpointFiles resolved = resolve_checkpoint(checkpoint);
+#if ACCELERATE_HAVE_HDF5
+  if (!resolved.state_file.empty()) {
+    CheckpointReader reader({.comm = MPI_COMM_SELF, .file = resolved.state_file});
+    torch::NoGradGuard no_grad;
+    return reader.load_into(MODEL_NAME, destinations, strict);
+  }
+#endif
   std::map<std::string, at::Tensor> loaded;
-  for (const fs::path& file : files) loaded.merge(load_safetensors(file));
+  for (const fs::path& file : resolved.files) loaded.merge(load_safetensors(file));
 
   std::vector<TensorSpec> expected;
   for (const auto& [name, tensor] : destinations) {
@@ -266,6 +288,26 @@ KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& dest
     if (skip.count(name) == 0) tensor.copy_(loaded.at(name));
   }
   return report;
+}
+
+void for_each_model_tensor(const fs::path& checkpoint,
+                           const std::function<void(const std::string& name, const at::Tensor& tensor)>& visit) {
+  const CheckpointFiles resolved = resolve_checkpoint(checkpoint);
+#if ACCELERATE_HAVE_HDF5
+  if (!resolved.state_file.empty()) {
+    CheckpointReader reader({.comm = MPI_COMM_SELF, .file = resolved.state_file});
+    const std::string prefix = std::string(MODEL_NAME) + "/";
+    for (const EntryInfo& info : reader.entries(MODEL_NAME)) {
+      if (info.kind != EntryKind::Replicated) continue;
+      visit(info.spec.name.substr(prefix.size()), reader.read_replicated(info.spec.name));
+    }
+    return;
+  }
+#endif
+  // One file in memory at a time: a shard of a sharded model.
+  for (const fs::path& file : resolved.files) {
+    for (const auto& [name, tensor] : load_safetensors(file)) visit(name, tensor);
+  }
 }
 
 }  // namespace accelerate::checkpoint

@@ -14,6 +14,7 @@
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/load_checkpoint.hpp"
 #include "accelerate/runtime/environment.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "common/gpu_skip.hpp"
@@ -202,6 +203,15 @@ TEST_F(AcceleratorCheckpoint, LoadCheckpointInModelReadsTheModelOfAnHdf5Checkpoi
   Net expected(4);
   EXPECT_TRUE(torch::equal(net.fc1->weight, expected.fc1->weight));
   EXPECT_TRUE(torch::equal(net.fc2->bias, expected.fc2->bias));
+  // Into a module, tensor by tensor, in bf16.
+  Net in_bf16(6);
+  acc::LoadCheckpointOptions options;
+  options.dtype = torch::kBFloat16;
+  options.strict = true;
+  EXPECT_TRUE(acc::load_checkpoint_in_model(in_bf16, dir / "ckpt", options).empty());
+  EXPECT_EQ(in_bf16.fc1->weight.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(in_bf16.fc1->weight, expected.fc1->weight.to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(in_bf16.fc2->bias, expected.fc2->bias.to(torch::kBFloat16)));
   acc::testing::remove_shared_directory(dir);
 }
 

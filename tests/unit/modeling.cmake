@@ -2,6 +2,7 @@
 accelerate_add_unit_test(module_sizes_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/module_sizes_test.cpp)
 accelerate_add_unit_test(device_map_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_map_test.cpp)
 accelerate_add_unit_test(offload_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/offload_test.cpp)
+accelerate_add_unit_test(load_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/load_checkpoint_test.cpp)
 
 # The same calls against Hugging Face Accelerate's own functions on the same
 # trees built in Python; skips (77) where Accelerate cannot be installed.

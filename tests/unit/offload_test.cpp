@@ -27,13 +27,6 @@ namespace trees = accelerate::testing::trees;
 
 using acc::testing::error_of;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("accelerate_offload_test_" + std::to_string(getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 TEST(Offload, EveryDtypeComesBackBitForBit) {
   const std::map<std::string, at::Tensor> tensors{
       {"weight", torch::randn({4, 6})},
@@ -47,7 +40,7 @@ TEST(Offload, EveryDtypeComesBackBitForBit) {
       {"scalar", torch::tensor(2.5, torch::kDouble)},
       {"empty", torch::zeros({0, 3})},
   };
-  const fs::path dir = scratch("dtypes");
+  const fs::path dir = acc::testing::shared_temp_directory("offload_dtypes");
   acc::offload_state_dict(dir, tensors);
   const acc::OffloadIndex index = acc::load_offload_index(dir);
   ASSERT_EQ(index.size(), tensors.size());
@@ -64,11 +57,12 @@ TEST(Offload, EveryDtypeComesBackBitForBit) {
   // A second offload into the folder adds to its index.
   acc::offload_state_dict(dir, {{"later", torch::ones({2})}});
   EXPECT_EQ(acc::load_offload_index(dir).size(), tensors.size() + 1);
+  acc::testing::remove_shared_directory(dir);
 }
 
 TEST(Offload, WeightsLoadIntoTheModulesOwnTensors) {
   const auto lm = std::dynamic_pointer_cast<trees::LmImpl>(trees::all().at("lm"));
-  const fs::path dir = scratch("model");
+  const fs::path dir = acc::testing::shared_temp_directory("offload_model");
   std::map<std::string, at::Tensor> state;
   for (const auto& item : lm->named_parameters()) state[item.key()] = item.value().detach().clone() + 1;
   state.erase("head.weight");  // the embedding's, under its first name
@@ -81,10 +75,11 @@ TEST(Offload, WeightsLoadIntoTheModulesOwnTensors) {
   EXPECT_TRUE(lm->head->weight.is_same(lm->embed->weight));  // still tied
   EXPECT_TRUE(lm->embed->weight.requires_grad());
   EXPECT_TRUE(torch::equal(lm->layers->named_parameters()["3.proj.bias"], state.at("layers.3.proj.bias")));
+  acc::testing::remove_shared_directory(dir);
 }
 
 TEST(Offload, BadFoldersAreRefusedWithTheReason) {
-  const fs::path dir = scratch("bad");
+  const fs::path dir = acc::testing::shared_temp_directory("offload_bad");
   EXPECT_NE(error_of([&] { acc::offload_weight(torch::ones({1}), "../escape", dir); }).find("cannot name a file"),
             std::string::npos);
   acc::offload_state_dict(dir, {{"w", torch::ones({3})}});
@@ -98,6 +93,7 @@ TEST(Offload, BadFoldersAreRefusedWithTheReason) {
             std::string::npos);
   std::ofstream(dir / "index.json") << R"({"w": {"dtype": "float8", "shape": [3]}})";
   EXPECT_NE(error_of([&] { (void)acc::load_offload_index(dir); }).find("unknown dtype 'float8'"), std::string::npos);
+  acc::testing::remove_shared_directory(dir);
 }
 
 TEST(ModuleTensors, SetAModulesTensorInPlace) {

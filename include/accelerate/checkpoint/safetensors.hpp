@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -54,5 +55,11 @@ std::map<std::string, at::Tensor> load_safetensors(const std::filesystem::path& 
 /// of them; otherwise matching keys are loaded and the report returned.
 KeyReport load_checkpoint_in_model(const std::map<std::string, at::Tensor>& destinations,
                                    const std::filesystem::path& checkpoint, bool strict = false);
+
+/// Calls `visit(name, tensor)` for every model tensor of `checkpoint` (any
+/// path load_checkpoint_in_model() takes), in the file's dtype, on the CPU.
+/// One safetensors file, or one HDF5 entry, is in memory at a time.
+void for_each_model_tensor(const std::filesystem::path& checkpoint,
+                           const std::function<void(const std::string& name, const at::Tensor& tensor)>& visit);
 
 }  // namespace accelerate::checkpoint

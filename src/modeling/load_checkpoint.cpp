@@ -1,0 +1,77 @@
+#include "accelerate/modeling/load_checkpoint.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "accelerate/checkpoint/safetensors.hpp"
+#include "accelerate/error.hpp"
+#include "accelerate/modeling/module_tensors.hpp"
+#include "accelerate/modeling/offload.hpp"
+#include "modeling/module_walk.hpp"
+
+namespace accelerate {
+namespace {
+
+[[noreturn]] void load_error(const std::string& what) {
+  throw ConfigError(detail::where() + " load_checkpoint_in_model: " + what);
+}
+
+c10::Device torch_device(const std::string& device) {
+  if (device == "cpu") return c10::Device(c10::kCPU);
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(device)));  // a checked GPU ordinal
+}
+
+}  // namespace
+
+checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const std::filesystem::path& checkpoint,
+                                               const LoadCheckpointOptions& options) {
+  // The model's tensors under their first names (a tied weight once), and where they are.
+  std::map<std::string, c10::Device> expected;
+  for (const auto kind : {modeling::TensorKind::Parameters, modeling::TensorKind::Buffers}) {
+    for (const auto& [name, tensor] : modeling::named_tensors(model, kind, /*unique=*/true))
+      expected.emplace(name, tensor.device());
+  }
+  if (options.device_map) {
+    check_device_map(model, *options.device_map);
+    const bool to_disk = std::any_of(options.device_map->begin(), options.device_map->end(),
+                                     [](const auto& entry) { return entry.second == "disk"; });
+    if (to_disk && !options.offload_folder) {
+      load_error("the device map sends tensors to the disk; give an offload_folder for them");
+    }
+  }
+  if (options.offload_folder) std::filesystem::create_directories(*options.offload_folder);
+
+  checkpoint::KeyReport report;
+  std::set<std::string> loaded;
+  OffloadIndex offloaded;
+  checkpoint::for_each_model_tensor(checkpoint, [&](const std::string& name, const at::Tensor& tensor) {
+    if (expected.count(name) == 0) {
+      report.unexpected.push_back(name);
+      return;
+    }
+    at::Tensor value = tensor;
+    if (options.dtype && (value.is_floating_point() || value.is_complex())) value = value.to(*options.dtype);
+    const std::string device = options.device_map ? device_of(*options.device_map, name) : std::string();
+    if (device == "disk") {
+      offload_weight(value, name, *options.offload_folder, &offloaded);
+    } else {
+      const c10::Device target = device.empty() ? expected.at(name) : torch_device(device);
+      set_module_tensor_to_device(model, name, target, value, options.dtype);
+    }
+    loaded.insert(name);
+  });
+  if (options.offload_folder) save_offload_index(offloaded, *options.offload_folder);
+  for (const auto& [name, device] : expected) {
+    if (loaded.count(name) == 0) report.missing.push_back(name);
+  }
+  if (options.strict && !report.empty()) {
+    load_error("'" + checkpoint.string() + "' does not match the model (strict loading):\n" + report.to_string() +
+               "Load with strict = false to load the matching tensors only.");
+  }
+  return report;
+}
+
+}  // namespace accelerate
