@@ -104,6 +104,18 @@ MaximumSizes calculate_maximum_sizes(const Module& module, const std::vector<std
   return {modeling::size_or_zero(sizes, ""), get_max_layer_size(entries, sizes, no_split_module_classes)};
 }
 
+std::vector<std::shared_ptr<Module>> get_module_children_bottom_up(const std::shared_ptr<Module>& model) {
+  std::vector<std::shared_ptr<Module>> top_down;
+  std::vector<std::shared_ptr<Module>> stack{model};
+  while (!stack.empty()) {
+    std::shared_ptr<Module> current = std::move(stack.back());
+    stack.pop_back();
+    for (auto& [name, child] : modeling::unique_children(*current)) stack.push_back(std::move(child));
+    top_down.push_back(std::move(current));
+  }
+  return {top_down.rbegin(), top_down.rend()};
+}
+
 std::vector<std::vector<std::string>> find_tied_parameters(const Module& module) {
   const auto every = named_tensors(module, TensorKind::Parameters, /*unique=*/false);
   const auto unique = named_tensors(module, TensorKind::Parameters, /*unique=*/true);

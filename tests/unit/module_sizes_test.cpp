@@ -69,5 +69,20 @@ TEST(ModuleSizes, LayersListedAsNoSplitStayWhole) {
   EXPECT_EQ(acc::module_class_name(*nested->children().front()), "Block");
 }
 
+TEST(ModuleSizes, ChildrenBottomUpEndWithTheModel) {
+  // Sequential(Block, Block, LayerNorm): each block's children before it, the
+  // blocks in order, the model last.
+  const auto nested = trees::all().at("nested");
+  const auto children = nested->children();
+  const auto block0 = children[0]->children();
+  const auto block1 = children[1]->children();
+  const std::vector<std::shared_ptr<torch::nn::Module>> expected{
+      block0[0], block0[1], children[0], block1[0], block1[1], children[1], children[2], nested};
+  EXPECT_EQ(acc::get_module_children_bottom_up(nested), expected);
+  // A module without children is its own list.
+  const auto leaf = children[2];
+  EXPECT_EQ(acc::get_module_children_bottom_up(leaf), std::vector<std::shared_ptr<torch::nn::Module>>{leaf});
+}
+
 }  // namespace
 }  // namespace ACCELERATE_TEST_FILE_ID

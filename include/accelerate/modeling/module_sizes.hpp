@@ -72,6 +72,13 @@ struct MaximumSizes {
 MaximumSizes calculate_maximum_sizes(const torch::nn::Module& module,
                                      const std::vector<std::string>& no_split_module_classes = {});
 
+/// Every module of `model` with its children before it, the model last
+/// (Accelerate's get_module_children_bottom_up): a depth-first walk that
+/// takes the last child first, reversed. A module registered in two places
+/// is listed at each.
+std::vector<std::shared_ptr<torch::nn::Module>> get_module_children_bottom_up(
+    const std::shared_ptr<torch::nn::Module>& model);
+
 /// Parameters registered under several names: one sorted list of names per
 /// shared tensor, the lists ordered by the first name under which the tensor
 /// is met.
