@@ -138,6 +138,15 @@ class ShardedOptimizerTest : public ::testing::Test {
             << "a slice of " << slice.numel() << " elements is a copy";
       }
     }
+    // And the other way: no parameter lives outside the slices' storage (the flat buffer).
+    for (const auto& p : parameters) {
+      if (p.numel() == 0) continue;
+      bool in_buffer = false;
+      for (const auto& param_group : optimizer.param_groups()) {
+        for (const auto& slice : param_group.params()) in_buffer = in_buffer || p.is_alias_of(slice);
+      }
+      EXPECT_TRUE(in_buffer) << "a parameter of " << p.numel() << " elements is outside the flat buffer";
+    }
   }
 
   void expect_same_on_every_rank(const std::vector<torch::Tensor>& parameters) {
