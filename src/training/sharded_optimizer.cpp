@@ -411,6 +411,7 @@ void ShardedOptimizer::finish_reduction() {
     for (auto& bucket : flat.buckets) bucket.pending = bucket.parameters.size();
   }
   next_launch_ = 0;
+  backward_open_ = false;  // a backward that threw never ran its end-of-backward callback
 }
 
 void ShardedOptimizer::abandon_reduction() noexcept {

@@ -469,6 +469,35 @@ TEST_F(ShardedOptimizerTest, AParameterUnusedOnOneRankLeavesNoCollectiveBehindBa
   expect_close(run(true), run(false));
 }
 
+TEST_F(ShardedOptimizerTest, ABackwardThatThrewLeavesTheNextOneLaunchingEverything) {
+  // A backward that throws part way never runs its end-of-backward callback.
+  // After the step that follows, the next backward must queue its own, or a
+  // rank that leaves fc1 unused would launch its buckets only in step().
+  const auto run = [&](bool in_backward) {
+    auto net = std::make_shared<Net>(9);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    acc::ShardedOptimizer sharded(sgd, *group,
+                                  {.stage = acc::ZeroStage::Gradients,
+                                   .bucket_cap_mb = 40.0 / (1024 * 1024),
+                                   .reduce_in_backward = in_backward});
+    const auto x = torch::full({2, 7}, 0.1 * (group->rank() + 1));
+    auto hidden = net->fc2->forward(torch::tanh(net->fc1->forward(x)));
+    hidden.register_hook([](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("injected"); });
+    EXPECT_THROW(net->fc3->forward(torch::tanh(hidden)).sum().backward(), std::exception);
+    sharded.step();  // what fc3 had taken, reduced; no zero_grad() in between
+    const auto used = group->rank() % 2 == 0 ? torch::tanh(net->fc1->forward(x)) : torch::zeros({2, 13});
+    net->fc3->forward(torch::tanh(net->fc2->forward(used))).sum().backward();
+    auto ones = torch::ones({3});
+    group->all_reduce(ones);
+    EXPECT_TRUE(torch::equal(ones, torch::full({3}, static_cast<float>(group->size()))));
+    sharded.step();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  expect_close(run(true), run(false));
+}
+
 TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {
   auto net = std::make_shared<Net>(1);
   torch::optim::LBFGS lbfgs(net->parameters(), torch::optim::LBFGSOptions(0.1));
