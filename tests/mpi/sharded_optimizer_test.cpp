@@ -419,6 +419,23 @@ TEST_F(ShardedOptimizerTest, ATiedWeightListedTwiceIsSteppedOnceWithItsWholeGrad
   EXPECT_NE(message.find("is also in param group 0"), std::string::npos) << message;
 }
 
+// One backward in which odd ranks leave fc1 unused, then a collective before
+// step() (a loss all-reduce), which must meet its peers on every rank.
+void backward_with_fc1_unused_on_odd_ranks(Net& net, acc::ProcessGroup& group) {
+  const auto x = torch::full({2, 7}, 0.1 * (group.rank() + 1));
+  const auto hidden = group.rank() % 2 == 0 ? torch::tanh(net.fc1->forward(x)) : torch::zeros({2, 13});
+  net.fc3->forward(torch::tanh(net.fc2->forward(hidden))).sum().backward();
+  auto ones = torch::ones({3});
+  group.all_reduce(ones);
+  EXPECT_TRUE(torch::equal(ones, torch::full({3}, static_cast<float>(group.size()))));
+}
+
+std::vector<torch::Tensor> parameters_of(torch::nn::Module& net) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : net.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
 TEST_F(ShardedOptimizerTest, GradientsDroppedByZeroGradBeforeStepAreGone) {
   // A batch skipped after its backward: zero_grad() drops what stage 2 took
   // in backward, and the next backward is reduced on its own.
@@ -434,9 +451,7 @@ TEST_F(ShardedOptimizerTest, GradientsDroppedByZeroGradBeforeStepAreGone) {
     }
     net->forward(x).sum().backward();
     sharded.step();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
-    return out;
+    return parameters_of(*net);
   };
   expect_close(run(true), run(false));
 }
@@ -453,18 +468,11 @@ TEST_F(ShardedOptimizerTest, AParameterUnusedOnOneRankLeavesNoCollectiveBehindBa
                                    .bucket_cap_mb = 40.0 / (1024 * 1024),
                                    .reduce_in_backward = in_backward});
     for (int step = 0; step < 2; ++step) {
-      const auto x = torch::full({2, 7}, 0.1 * (group->rank() + 1));
-      const auto hidden = group->rank() % 2 == 0 ? torch::tanh(net->fc1->forward(x)) : torch::zeros({2, 13});
-      net->fc3->forward(torch::tanh(net->fc2->forward(hidden))).sum().backward();
-      auto ones = torch::ones({3});
-      group->all_reduce(ones);
-      EXPECT_TRUE(torch::equal(ones, torch::full({3}, static_cast<float>(group->size()))));
+      backward_with_fc1_unused_on_odd_ranks(*net, *group);
       sharded.step();
       sharded.zero_grad();
     }
-    std::vector<torch::Tensor> out;
-    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
-    return out;
+    return parameters_of(*net);
   };
   expect_close(run(true), run(false));
 }
@@ -485,15 +493,9 @@ TEST_F(ShardedOptimizerTest, ABackwardThatThrewLeavesTheNextOneLaunchingEverythi
     hidden.register_hook([](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("injected"); });
     EXPECT_THROW(net->fc3->forward(torch::tanh(hidden)).sum().backward(), std::exception);
     sharded.step();  // what fc3 had taken, reduced; no zero_grad() in between
-    const auto used = group->rank() % 2 == 0 ? torch::tanh(net->fc1->forward(x)) : torch::zeros({2, 13});
-    net->fc3->forward(torch::tanh(net->fc2->forward(used))).sum().backward();
-    auto ones = torch::ones({3});
-    group->all_reduce(ones);
-    EXPECT_TRUE(torch::equal(ones, torch::full({3}, static_cast<float>(group->size()))));
+    backward_with_fc1_unused_on_odd_ranks(*net, *group);
     sharded.step();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
-    return out;
+    return parameters_of(*net);
   };
   expect_close(run(true), run(false));
 }
