@@ -362,6 +362,7 @@ CheckpointReader::~CheckpointReader() = default;
 const CheckpointHeader& CheckpointReader::header() const noexcept { return impl_->header; }
 const std::filesystem::path& CheckpointReader::file() const noexcept { return impl_->options.file; }
 int CheckpointReader::read_threads() const noexcept { return impl_->plan.threads; }
+int CheckpointReader::size() const noexcept { return impl_->size; }
 
 std::vector<EntryInfo> CheckpointReader::entries(std::string_view group) const {
   std::vector<EntryInfo> result;
@@ -402,7 +403,7 @@ void CheckpointReader::read_replicated_into(std::string_view name, const at::Ten
   impl_->read_batch({{std::string(name), destination}}, "read_replicated");
 }
 
-void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiece> pieces) {
+void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiece> pieces, int copy) {
   Impl& s = *impl_;
   const IndexedEntry& entry = s.find(name);
   require_same_on_all_ranks(s.comm, "read pieces of '" + std::string(name) + "'", "read_pieces");
@@ -432,12 +433,15 @@ void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiec
   for (const auto& [offset, length] : ranges) {
     checksums.push_back({offset, length,
                          crc32c(static_cast<const std::byte*>(buffer.data_ptr()) + at * element_size,
-                                static_cast<std::size_t>(length * element_size))});
+                                static_cast<std::size_t>(length * element_size)),
+                         copy});
     at += length;
   }
-  const std::uint32_t computed =
-      combine_piece_checksums(s.comm, checksums, total, static_cast<std::size_t>(element_size), s.where(name));
-  if (s.options.verify_checksums && computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
+  // Every rank gets every copy's checksum, so all agree on a corruption.
+  for (const std::uint32_t computed :
+       combine_copy_checksums(s.comm, checksums, total, static_cast<std::size_t>(element_size), s.where(name))) {
+    if (s.options.verify_checksums && computed != info.crc32c) s.corrupted(name, info.crc32c, computed, "");
+  }
   at = 0;
   for (const TensorPiece& piece : pieces) {
     const std::int64_t length = piece.data.numel();

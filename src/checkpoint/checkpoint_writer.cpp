@@ -308,5 +308,6 @@ void CheckpointWriter::close() {
 
 std::uint64_t CheckpointWriter::bytes_written_locally() const noexcept { return impl_->written; }
 const std::filesystem::path& CheckpointWriter::file() const noexcept { return impl_->options.file; }
+int CheckpointWriter::size() const noexcept { return impl_->size; }
 
 }  // namespace accelerate::checkpoint

@@ -57,8 +57,9 @@ std::uint32_t combine_crc_in_rank_order(const DeadlineComm& comm, std::uint32_t 
   return combined;
 }
 
-std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
-                                      std::int64_t total, std::size_t element_size, std::string_view where) {
+std::vector<std::uint32_t> combine_copy_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
+                                                  std::int64_t total, std::size_t element_size,
+                                                  std::string_view where) {
   static_assert(sizeof(PieceChecksum) == 3 * sizeof(std::int64_t), "gathered as plain bytes");
   const std::string step = "checkpoint: all-gather of the pieces of '" + std::string(where) + "'";
   const std::vector<int> counts = comm.all_gather(static_cast<int>(mine.size()), step);
@@ -72,29 +73,46 @@ std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vecto
   std::vector<PieceChecksum> all(static_cast<std::size_t>(at) / sizeof(PieceChecksum));
   comm.all_gather_bytes_v(mine.data(), static_cast<int>(mine.size() * sizeof(PieceChecksum)), all.data(), bytes.data(),
                           displacements.data(), step);
-  std::sort(all.begin(), all.end(), [](const PieceChecksum& a, const PieceChecksum& b) { return a.offset < b.offset; });
-  std::uint32_t combined = 0;
-  std::int64_t next = 0;  // the first element no piece has covered yet
-  for (const PieceChecksum& piece : all) {
-    if (piece.count == 0) continue;
-    if (piece.offset != next) {
-      throw ConfigError(accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) +
-                        "' must cover its " + std::to_string(total) + " elements exactly once, but " +
-                        (piece.offset > next ? "elements " + std::to_string(next) + " to " +
-                                                   std::to_string(piece.offset - 1) + " are in no piece"
-                                             : "element " + std::to_string(piece.offset) + " is in two pieces") +
-                        ".");
+  std::sort(all.begin(), all.end(), [](const PieceChecksum& a, const PieceChecksum& b) {
+    return a.copy != b.copy ? a.copy < b.copy : a.offset < b.offset;
+  });
+  // Each copy on its own: its pieces, in element order, must tile [0, total).
+  std::vector<std::uint32_t> checksums;
+  auto piece = all.begin();
+  do {
+    const std::int32_t copy = piece != all.end() ? piece->copy : 0;
+    const std::string which =
+        copy == 0 && (all.empty() || all.back().copy == 0) ? std::string() : " (copy " + std::to_string(copy) + ")";
+    std::uint32_t combined = 0;
+    std::int64_t next = 0;  // the first element no piece of this copy has covered yet
+    for (; piece != all.end() && piece->copy == copy; ++piece) {
+      if (piece->count == 0) continue;
+      if (piece->offset != next) {
+        throw ConfigError(accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) +
+                          "'" + which + " must cover its " + std::to_string(total) + " elements exactly once, but " +
+                          (piece->offset > next ? "elements " + std::to_string(next) + " to " +
+                                                      std::to_string(piece->offset - 1) + " are in no piece"
+                                                : "element " + std::to_string(piece->offset) + " is in two pieces") +
+                          ".");
+      }
+      combined = crc32c_combine(combined, piece->crc, static_cast<std::uint64_t>(piece->count) * element_size);
+      next = piece->offset + piece->count;
     }
-    combined = crc32c_combine(combined, piece.crc, static_cast<std::uint64_t>(piece.count) * element_size);
-    next = piece.offset + piece.count;
-  }
-  if (next != total) {
-    throw ConfigError(
-        accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) + "' must cover its " +
-        std::to_string(total) + " elements exactly once, but they " +
-        (next > total ? "reach element " + std::to_string(next - 1) : "end at element " + std::to_string(next)) + ".");
-  }
-  return combined;
+    if (next != total) {
+      throw ConfigError(
+          accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) + "'" + which +
+          " must cover its " + std::to_string(total) + " elements exactly once, but they " +
+          (next > total ? "reach element " + std::to_string(next - 1) : "end at element " + std::to_string(next)) +
+          ".");
+    }
+    checksums.push_back(combined);
+  } while (piece != all.end());
+  return checksums;
+}
+
+std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
+                                      std::int64_t total, std::size_t element_size, std::string_view where) {
+  return combine_copy_checksums(comm, mine, total, element_size, where).front();
 }
 
 std::vector<std::int64_t> all_gather(const DeadlineComm& comm, std::int64_t value, std::string_view step) {

@@ -32,6 +32,7 @@ struct PieceChecksum {
   std::int64_t offset = 0;  // first element
   std::int64_t count = 0;   // elements
   std::uint32_t crc = 0;    // CRC-32C of its bytes
+  std::int32_t copy = 0;    // which copy of the dataset the piece is part of (replicated shards read it once per copy)
 };
 
 /// Gathers every rank's pieces of one dataset of `total` elements and
@@ -40,6 +41,13 @@ struct PieceChecksum {
 /// unless the pieces cover [0, total) exactly once. Collective.
 std::uint32_t combine_piece_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
                                       std::int64_t total, std::size_t element_size, std::string_view where);
+
+/// As combine_piece_checksums, where the ranks' pieces form several copies of
+/// the dataset, each covering it exactly once (ranks holding replicas of one
+/// shard read it once per copy): the CRC-32C of every copy, in copy order,
+/// the same on every rank. Collective.
+std::vector<std::uint32_t> combine_copy_checksums(const DeadlineComm& comm, const std::vector<PieceChecksum>& mine,
+                                                  std::int64_t total, std::size_t element_size, std::string_view where);
 
 /// Every rank's value of `value`, in rank order. Collective.
 std::vector<std::int64_t> all_gather(const DeadlineComm& comm, std::int64_t value, std::string_view step);

@@ -276,6 +276,21 @@ const std::vector<at::Tensor>& slices_of(const optim::Optimizer& optimizer, cons
   return optimizer.param_groups()[g].params();
 }
 
+// Which copy of the shards this rank's pieces count in, in a file that
+// `file_ranks` ranks write or read together. The shards' own ranks hold the
+// state once. A file shared by every copy (HYBRID_SHARD_ZERO2 saved without
+// save_on_each_node) holds each copy's pieces; a file of one copy's ranks
+// (save_on_each_node with the shards inside a node) holds them once.
+int copy_in_file(const ShardLayout& shards, int file_ranks, const std::string& where) {
+  if (file_ranks == shards.world_size) return 0;
+  if (file_ranks == shards.world_size * shards.replicas) return shards.replica;
+  throw ConfigError(where + ": the optimizer's state is sharded over " + std::to_string(shards.world_size) + " ranks" +
+                    (shards.replicas > 1 ? " (in " + std::to_string(shards.replicas) + " copies)" : "") + ", but " +
+                    std::to_string(file_ranks) +
+                    " ranks share this checkpoint file, so their shards are not the whole state. With "
+                    "save_on_each_node, shard within each node (HYBRID_SHARD_ZERO2), or save without it.");
+}
+
 // This rank's pieces of parameter i of a param group, as views of `tensors`
 // (the slices themselves, or state tensors laid out like them).
 std::vector<TensorPiece> pieces_of(const ShardLayout::Group& layout, std::size_t i,
@@ -363,7 +378,10 @@ void write_optimizer(CheckpointWriter& writer, std::string_view group, const opt
     return;
   }
   // Sharded: the state tensors of the slices are cut back into the
-  // parameters they cover, and every rank writes its pieces of each whole tensor.
+  // parameters they cover, and every rank writes its pieces of each whole
+  // tensor; of shards held in several copies, the first copy's ranks.
+  const bool writes_pieces =
+      copy_in_file(*shards, writer.size(), "checkpoint: group '" + std::string(group) + "'") == 0;
   std::size_t first = 0;  // index of the group's first parameter in the file
   for (std::size_t g = 0; g < shards->groups.size(); ++g) {
     const ShardLayout::Group& layout = shards->groups[g];
@@ -392,7 +410,7 @@ void write_optimizer(CheckpointWriter& writer, std::string_view group, const opt
           std::vector<at::Tensor> tensors;
           for (const Fields& fields : slice_fields) tensors.push_back(fields.at(name));
           writer.write_pieces(prefix + "/" + name, tensor.scalar_type(), layout.parameters[i].sizes(),
-                              pieces_of(layout, i, tensors));
+                              writes_pieces ? pieces_of(layout, i, tensors) : std::vector<TensorPiece>{});
         }
       }
     }
@@ -409,6 +427,7 @@ void read_into_shards(CheckpointReader& reader, std::string_view group, optim::O
                       const ShardLayout& shards, const Codec& codec, const std::string& where) {
   auto& state = optimizer.state();
   using Map = std::decay_t<decltype(state)>;
+  const int copy = copy_in_file(shards, reader.size(), where);
   std::vector<std::pair<at::Tensor, std::unique_ptr<optim::OptimizerParamState>>> loaded;
   std::size_t first = 0;
   for (std::size_t g = 0; g < shards.groups.size(); ++g) {
@@ -442,7 +461,7 @@ void read_into_shards(CheckpointReader& reader, std::string_view group, optim::O
         std::vector<at::Tensor> values;
         for (const at::Tensor& slice : slices) values.push_back(at::zeros_like(slice));
         for (std::size_t i = 0; i < layout.parameters.size(); ++i) {
-          reader.read_pieces(state_group(group, first + i) + "/" + name, pieces_of(layout, i, values));
+          reader.read_pieces(state_group(group, first + i) + "/" + name, pieces_of(layout, i, values), copy);
         }
         for (std::size_t t = 0; t < slices.size(); ++t) fields[t][name] = values[t];
       }

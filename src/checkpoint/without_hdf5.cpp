@@ -37,6 +37,7 @@ void CheckpointWriter::set_attribute(std::string_view, std::string_view, const A
 }
 void CheckpointWriter::close() { not_built("CheckpointWriter"); }
 std::uint64_t CheckpointWriter::bytes_written_locally() const noexcept { return 0; }
+int CheckpointWriter::size() const noexcept { return 1; }
 const std::filesystem::path& CheckpointWriter::file() const noexcept {
   static const std::filesystem::path none;
   return none;
@@ -60,7 +61,7 @@ std::vector<at::Tensor> CheckpointReader::read_replicated(const std::vector<std:
 void CheckpointReader::read_replicated_into(std::string_view, const at::Tensor&) { not_built("CheckpointReader"); }
 int CheckpointReader::per_rank_source_row() const { not_built("CheckpointReader"); }
 at::Tensor CheckpointReader::read_per_rank(std::string_view, int) { not_built("CheckpointReader"); }
-void CheckpointReader::read_pieces(std::string_view, std::vector<TensorPiece>) { not_built("CheckpointReader"); }
+void CheckpointReader::read_pieces(std::string_view, std::vector<TensorPiece>, int) { not_built("CheckpointReader"); }
 std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view, int) { not_built("CheckpointReader"); }
 std::optional<AttributeValue> CheckpointReader::attribute(std::string_view, std::string_view) {
   not_built("CheckpointReader");
@@ -73,6 +74,7 @@ const std::filesystem::path& CheckpointReader::file() const noexcept {
   return none;
 }
 int CheckpointReader::read_threads() const noexcept { return 0; }
+int CheckpointReader::size() const noexcept { return 1; }
 
 std::filesystem::path save_training_state(const State&, ProjectConfiguration&,
                                           const std::optional<std::filesystem::path>&, const TrainingStateRefs&,

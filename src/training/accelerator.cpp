@@ -125,7 +125,13 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   group_options.timeout = std::chrono::milliseconds(state_->timeout());
   group_options.debug_mode = settings_.debug_mode;
   world_ = ProcessGroup::world(*state_, group_options);
-  if (options_.fsdp_plugin) zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
+  if (options_.fsdp_plugin) {
+    zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
+    if (shards_within_node(*options_.fsdp_plugin)) {
+      shard_group_ = ProcessGroup::node(*state_, group_options);
+      replica_group_ = ProcessGroup::cross_node(*state_, group_options);
+    }
+  }
   if (settings_.mixed_precision == MixedPrecision::FP16) {
     // Sharded, each rank unscales only its shard of the gradient: the ranks
     // agree on an overflow any of them found, so that all skip the step.
@@ -197,13 +203,15 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                                                          });
   if (zero_stage_) {
     prepared->shard_with(std::make_shared<ShardedOptimizer>(
-        optimizer, *world_,
+        optimizer, shard_group_ ? *shard_group_ : *world_,
         ShardingOptions{.stage = *zero_stage_,
                         .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb,
-                        .sync_in_backward = [this] {
-                          return std::all_of(models_.begin(), models_.end(),
-                                             [](const auto& model) { return model->require_backward_grad_sync(); });
-                        }}));
+                        .sync_in_backward =
+                            [this] {
+                              return std::all_of(models_.begin(), models_.end(),
+                                                 [](const auto& model) { return model->require_backward_grad_sync(); });
+                            },
+                        .replicas = replica_group_.get()}));
   }
   optimizers_.push_back(prepared);
   return prepared;

@@ -7,20 +7,36 @@
 
 namespace accelerate {
 
+namespace {
+
+std::string normalised(const FullyShardedDataParallelPlugin& plugin) {
+  return detail::ascii_upper(detail::trim_blanks(plugin.sharding_strategy));
+}
+
+}  // namespace
+
 std::optional<ZeroStage> zero_stage_of(const FullyShardedDataParallelPlugin& plugin) {
   // Accelerate accepts the names and their 1-based positions in FSDP's enum.
-  const std::string name = detail::ascii_upper(detail::trim_blanks(plugin.sharding_strategy));
-  if (name == "SHARD_GRAD_OP" || name == "2") return ZeroStage::Gradients;
+  const std::string name = normalised(plugin);
+  if (name == "SHARD_GRAD_OP" || name == "2" || name == "HYBRID_SHARD_ZERO2" || name == "5") {
+    return ZeroStage::Gradients;
+  }
   if (name == "NO_SHARD" || name == "3") return std::nullopt;
   if (name == "FULL_SHARD" || name == "1" || name == "HYBRID_SHARD" || name == "4") {
     throw ConfigError(detail::where() + " FullyShardedDataParallelPlugin: sharding_strategy '" +
                       plugin.sharding_strategy +
                       "' shards the parameters too (ZeRO stage 3), which is not built yet. Use \"SHARD_GRAD_OP\" "
-                      "(optimizer state and gradients sharded) or \"NO_SHARD\" (docs/sharding.md).");
+                      "(optimizer state and gradients sharded), \"HYBRID_SHARD_ZERO2\" (the same within each node) "
+                      "or \"NO_SHARD\" (docs/sharding.md).");
   }
-  throw ConfigError(detail::where() + " FullyShardedDataParallelPlugin: sharding_strategy '" +
-                    plugin.sharding_strategy +
-                    "' is not one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD (or 1 to 4).");
+  throw ConfigError(
+      detail::where() + " FullyShardedDataParallelPlugin: sharding_strategy '" + plugin.sharding_strategy +
+      "' is not one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 (or 1 to 5).");
+}
+
+bool shards_within_node(const FullyShardedDataParallelPlugin& plugin) {
+  const std::string name = normalised(plugin);
+  return name == "HYBRID_SHARD_ZERO2" || name == "5";
 }
 
 }  // namespace accelerate

@@ -34,6 +34,17 @@ namespace {
 // overlap the next bucket's gradients without the inputs piling up.
 constexpr std::size_t kMaxInFlight = 2;
 
+// Replicas to average the shards over: none, or a group of one, means none.
+ProcessGroup* replicas_of(const ShardingOptions& options) {
+  return options.replicas != nullptr && options.replicas->size() > 1 ? options.replicas : nullptr;
+}
+
+AllReduceOptions maximum() {
+  AllReduceOptions max;
+  max.op = ReduceOp::Max;
+  return max;
+}
+
 // LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
 using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
@@ -142,6 +153,29 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
   }
   const int size = group.size();
   torch::NoGradGuard no_grad;
+  ProcessGroup* const replicas = replicas_of(options);
+  if (replicas != nullptr) {
+    // The replicas step the same slices only if every copy of the group is
+    // alike and this rank holds the same place in each.
+    auto place =
+        at::tensor({std::int64_t{size}, -std::int64_t{size}, std::int64_t{group.rank()}, -std::int64_t{group.rank()}},
+                   at::kLong);
+    replicas->all_reduce(place, maximum());
+    const bool alike = place[0].item<std::int64_t>() == -place[1].item<std::int64_t>() &&
+                       place[2].item<std::int64_t>() == -place[3].item<std::int64_t>();
+    // The verdict goes round the group too, so that every rank refuses.
+    auto refused = at::tensor({std::int64_t{alike ? 0 : 1}}, at::kLong);
+    group.all_reduce(refused, maximum());
+    if (refused.item<std::int64_t>() != 0) {
+      sharding_error("the replicas (" + std::to_string(replicas->size()) +
+                     " ranks with this rank) do not each hold the same place in a group of the same size: this "
+                     "rank is " +
+                     std::to_string(group.rank()) + " of " + std::to_string(size) +
+                     (alike ? "; another rank of the group disagrees with its replicas" : "") +
+                     ". Pass the node as the group and the cross-node group as the replicas, on nodes with the "
+                     "same number of ranks.");
+    }
+  }
   std::map<const c10::TensorImpl*, std::size_t> group_of;  // a tensor may be in one param group only
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     auto& param_group = optimizer.param_groups()[g];
@@ -182,12 +216,12 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
       if (flat.first_of[p] != p) continue;
       at::Tensor values = flat.parameters[p].detach();
       group.broadcast(values);
+      if (replicas != nullptr) replicas->broadcast(values);  // the first copy's rank 0 everywhere
     }
     // Every rank must cut the same buckets: compare the group's size.
     auto counts = at::tensor({flat.total(), -flat.total()}, at::kLong);
-    AllReduceOptions max;
-    max.op = ReduceOp::Max;
-    group.all_reduce(counts, max);
+    group.all_reduce(counts, maximum());
+    if (replicas != nullptr) replicas->all_reduce(counts, maximum());
     if (counts[0].item<std::int64_t>() != -counts[1].item<std::int64_t>()) {
       sharding_error("param group " + std::to_string(g) + " has " + std::to_string(flat.total()) +
                      " elements on this rank but not on every rank. Every rank must shard the same model.");
@@ -362,11 +396,31 @@ void ShardedOptimizer::launch(const BucketId& id, bool in_backward) {
 }
 
 void ShardedOptimizer::wait_oldest() {
-  const BucketId id = launch_order_[in_flight_.front()];
+  const std::size_t index = in_flight_.front();
+  const BucketId id = launch_order_[index];
   auto& bucket = groups_[id.group].buckets[id.bucket];
   in_flight_.erase(in_flight_.begin());
   auto work = std::move(bucket.work);
   bucket.input = at::Tensor();
+  ProcessGroup* const replicas = replicas_of(options_);
+  if (replicas == nullptr) bucket.output = at::Tensor();
+  work->wait();
+  if (replicas != nullptr) {
+    // The group's average, averaged over the copies: every rank's average
+    // (the copies are the same size). In the order launched, on every rank.
+    while (replicating_.size() >= kMaxInFlight) wait_replica_oldest();
+    AllReduceOptions average;
+    average.op = ReduceOp::Avg;
+    bucket.work = replicas->all_reduce_async(bucket.output, average);
+    replicating_.push_back(index);
+  }
+}
+
+void ShardedOptimizer::wait_replica_oldest() {
+  const BucketId id = launch_order_[replicating_.front()];
+  auto& bucket = groups_[id.group].buckets[id.bucket];
+  replicating_.erase(replicating_.begin());
+  auto work = std::move(bucket.work);
   bucket.output = at::Tensor();
   work->wait();
 }
@@ -402,6 +456,7 @@ void ShardedOptimizer::end_of_backward() {
 void ShardedOptimizer::finish_reduction() {
   launch_remaining(/*in_backward=*/false);
   while (!in_flight_.empty()) wait_oldest();
+  while (!replicating_.empty()) wait_replica_oldest();
   for (FlatGroup& flat : groups_) {
     for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
       // Parameters in no bucket (no elements) still lose their gradient.
@@ -426,6 +481,7 @@ void ShardedOptimizer::abandon_reduction() noexcept {
     std::fill(flat.taken.begin(), flat.taken.end(), false);
   }
   in_flight_.clear();
+  replicating_.clear();
   next_launch_ = 0;
   backward_open_ = false;
 }
@@ -480,6 +536,10 @@ void ShardedOptimizer::link_shard_grad(FlatGroup& flat) {
 checkpoint::ShardLayout ShardedOptimizer::shard_layout() const {
   checkpoint::ShardLayout layout;
   layout.world_size = group_.size();
+  if (ProcessGroup* const replicas = replicas_of(options_)) {
+    layout.replicas = replicas->size();
+    layout.replica = replicas->rank();
+  }
   for (const FlatGroup& flat : groups_) {
     checkpoint::ShardLayout::Group group;
     group.parameters = flat.parameters;

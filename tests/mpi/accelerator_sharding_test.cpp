@@ -3,11 +3,14 @@
 // gradient accumulation; each rank's optimizer holds a shard; a run resumed
 // from save_state ends bit-identical to the uninterrupted one, and resumes
 // without sharding; clipping by norm and by value sees the whole averaged
-// gradient; what is not built (stage 3) is refused with the reason. fp16
-// with sharding is in accelerator_fp16_test.
+// gradient; HYBRID_SHARD_ZERO2 on emulated nodes shards within each node
+// and ends where NO_SHARD ends too, its checkpoints (one file, or one per
+// node) resuming under every sharding; what is not built (stage 3) is
+// refused with the reason. fp16 with sharding is in accelerator_fp16_test.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -54,8 +57,18 @@ std::pair<torch::Tensor, torch::Tensor> batch(int i) {
   return {x.narrow(0, 4 * world_rank(), 4), y.narrow(0, 4 * world_rank(), 4)};
 }
 
-acc::AcceleratorOptions options(const std::string& strategy) {
+// HYBRID_SHARD_ZERO2's emulated nodes: 2 nodes of 2 ranks at 4 ranks, 2 of 1
+// at 2 (shards of a whole bucket, replicated), one node at 1 rank.
+int ranks_per_node() { return std::max(1, world_size() / 2); }
+
+struct Layout {
+  int ranks_per_node = 0;  // 0: the host is the node
+  bool save_on_each_node = false;
+};
+
+acc::AcceleratorOptions options(const std::string& strategy, Layout layout = {}) {
   acc::AcceleratorOptions o;
+  o.project_config.save_on_each_node = layout.save_on_each_node;
   o.gradient_accumulation_steps = 2;
   o.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
   o.ddp_kwargs.bucket_cap_mb = 200.0 / (1024 * 1024);  // 50 floats: several buckets
@@ -75,8 +88,14 @@ enum class Clip { None, Norm, Value };
 // Micro-steps [from, to): first loads `resume_from`, at the end saves to
 // `save_to`, clips before every step as `clip` says.
 TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
-                  const std::optional<fs::path>& resume_from = std::nullopt, Clip clip = Clip::None) {
-  acc::Accelerator accelerator(options(strategy));
+                  const std::optional<fs::path>& resume_from = std::nullopt, Clip clip = Clip::None,
+                  Layout layout = {}) {
+  // Emulated nodes come with the State (or the environment).
+  acc::StateOptions nodes;
+  nodes.emulated_ranks_per_node = layout.ranks_per_node;
+  acc::Accelerator accelerator = layout.ranks_per_node > 0
+                                     ? acc::Accelerator(std::make_shared<acc::State>(nodes), options(strategy, layout))
+                                     : acc::Accelerator(options(strategy, layout));
   auto net = std::make_shared<Net>();
   // Adam, or (to see clipping, which Adam's scale invariance hides) SGD.
   std::unique_ptr<torch::optim::Optimizer> chosen;
@@ -116,18 +135,24 @@ TrainingRun train(const std::string& strategy, int from, int to, const std::opti
   return run;
 }
 
-TEST_F(AcceleratorSharding, ShardGradOpEndsWhereNoShardEndsWithAShardOfTheState) {
-  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
-  const TrainingRun sharded = train("SHARD_GRAD_OP", 0, kMicroSteps);
-  ASSERT_EQ(sharded.parameters.size(), ddp.parameters.size());
-  for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
+// `run` ends where `reference` ends, within rounding, with the same
+// parameters on every rank.
+void expect_ends_where(const TrainingRun& run, const TrainingRun& reference) {
+  ASSERT_EQ(run.parameters.size(), reference.parameters.size());
+  for (std::size_t i = 0; i < reference.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(run.parameters[i], reference.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
   }
   acc::Accelerator accelerator;
-  for (const auto& p : sharded.parameters) {
+  for (const auto& p : run.parameters) {
     const auto all = accelerator.gather(p.reshape({1, -1}));
     for (int r = 1; r < world_size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0]));
   }
+}
+
+TEST_F(AcceleratorSharding, ShardGradOpEndsWhereNoShardEndsWithAShardOfTheState) {
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
+  const TrainingRun sharded = train("SHARD_GRAD_OP", 0, kMicroSteps);
+  expect_ends_where(sharded, ddp);
   // 9*17+17 + 17*2+2 = 206 parameters; Adam's two moments of the shard only.
   EXPECT_EQ(ddp.shard_elements, 0);
   EXPECT_EQ(ddp.state_elements, 2 * 206);
@@ -153,6 +178,60 @@ TEST_F(AcceleratorSharding, AResumedShardedRunEndsBitIdenticalAndResumesUnsharde
   for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
     EXPECT_TRUE(torch::allclose(unsharded.parameters[i], uninterrupted.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
   }
+  acc::testing::remove_shared_directory(dir);
+}
+
+TEST_F(AcceleratorSharding, HybridShardZero2ShardsWithinEachNodeAndEndsWhereNoShardEnds) {
+  const Layout nodes{.ranks_per_node = ranks_per_node()};
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
+  const TrainingRun hybrid = train("HYBRID_SHARD_ZERO2", 0, kMicroSteps, std::nullopt, std::nullopt, Clip::None, nodes);
+  expect_ends_where(hybrid, ddp);
+  // A shard of the node's ranks, not of the world's: 206 elements over the
+  // node's ranks, in 5 buckets, all reduced in the 4 synchronising backwards.
+  const int local = nodes.ranks_per_node;
+  EXPECT_GE(hybrid.shard_elements, 206 / local);
+  EXPECT_LE(hybrid.shard_elements, 206 / local + 5);
+  EXPECT_EQ(hybrid.state_elements, 2 * hybrid.shard_elements);
+  EXPECT_EQ(hybrid.reduced_in_backward, 4 * 5);
+}
+
+TEST_F(AcceleratorSharding, AHybridCheckpointResumesUnderEveryShardingInOneFileOrOnePerNode) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_sharding_hybrid");
+  const Layout nodes{.ranks_per_node = ranks_per_node()};
+  const TrainingRun uninterrupted =
+      train("HYBRID_SHARD_ZERO2", 0, kMicroSteps, std::nullopt, std::nullopt, Clip::None, nodes);
+  // One file: the first node's ranks write the shards, every copy reads them.
+  (void)train("HYBRID_SHARD_ZERO2", 0, kMicroSteps / 2, dir / "one", std::nullopt, Clip::None, nodes);
+  const TrainingRun resumed =
+      train("HYBRID_SHARD_ZERO2", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "one", Clip::None, nodes);
+  for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed.parameters[i], uninterrupted.parameters[i])) << "parameter " << i;
+  }
+  for (const std::string strategy : {"SHARD_GRAD_OP", "NO_SHARD"}) {
+    const TrainingRun other = train(strategy, kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "one");
+    for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(other.parameters[i], uninterrupted.parameters[i], 1e-5, 1e-6))
+          << strategy << ", parameter " << i;
+    }
+  }
+  // A file per node, each with the whole state from that node's shards.
+  const Layout per_node{.ranks_per_node = nodes.ranks_per_node, .save_on_each_node = true};
+  (void)train("HYBRID_SHARD_ZERO2", 0, kMicroSteps / 2, dir / "per_node", std::nullopt, Clip::None, per_node);
+  const TrainingRun from_node =
+      train("HYBRID_SHARD_ZERO2", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "per_node", Clip::None, per_node);
+  for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(from_node.parameters[i], uninterrupted.parameters[i])) << "parameter " << i;
+  }
+  acc::testing::remove_shared_directory(dir);
+}
+
+TEST_F(AcceleratorSharding, ShardsOverTheWorldCannotBeSavedOnePerNode) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two emulated nodes (2 or more ranks)";
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_sharding_per_node");
+  const Layout per_node{.ranks_per_node = ranks_per_node(), .save_on_each_node = true};
+  const std::string message = acc::testing::error_of<acc::ConfigError>(
+      [&] { (void)train("SHARD_GRAD_OP", 0, kMicroSteps / 2, dir / "ckpt", std::nullopt, Clip::None, per_node); });
+  EXPECT_NE(message.find("HYBRID_SHARD_ZERO2"), std::string::npos) << message;
   acc::testing::remove_shared_directory(dir);
 }
 
@@ -191,6 +270,11 @@ TEST(FullyShardedDataParallelPlugin, StrategiesByNameAndNumber) {
   EXPECT_THROW((void)acc::zero_stage_of({}), acc::ConfigError);  // FULL_SHARD, the seeds' default
   EXPECT_THROW((void)acc::zero_stage_of({.sharding_strategy = "HYBRID_SHARD"}), acc::ConfigError);
   EXPECT_THROW((void)acc::zero_stage_of({.sharding_strategy = "4"}), acc::ConfigError);
+  for (const std::string name : {"HYBRID_SHARD_ZERO2", "hybrid_shard_zero2", "5"}) {
+    EXPECT_EQ(acc::zero_stage_of({.sharding_strategy = name}), acc::ZeroStage::Gradients) << name;
+    EXPECT_TRUE(acc::shards_within_node({.sharding_strategy = name})) << name;
+  }
+  EXPECT_FALSE(acc::shards_within_node({.sharding_strategy = "SHARD_GRAD_OP"}));
 }
 
 }  // namespace

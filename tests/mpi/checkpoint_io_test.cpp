@@ -329,6 +329,44 @@ TEST(CheckpointIo, PiecesThatDoNotTileTheTensorAreRefusedOnEveryRank) {
   cleanup(dir);
 }
 
+// Ranks holding replicas of one cut (a shard copied on every node) read it
+// once per copy: each copy must cover the entry exactly once and each is
+// verified. Here every rank is a copy of its own and reads the whole entry.
+TEST(CheckpointIo, PiecesReadInSeveralCopiesAreEachCheckedWhole) {
+  const fs::path dir = shared_directory("pieces_copies");
+  const fs::path file = dir / "state.h5";
+  const at::Tensor large = sample(at::kDouble, {301, 53}, 6);
+  {
+    ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = file}, {});
+    writer.write_pieces("optimizer/large", at::kDouble, large.sizes(),
+                        interleaved_pieces(large, 1000, world_rank(), world_size()));
+    writer.close();
+  }
+  {
+    ckpt::CheckpointReader reader({.comm = MPI_COMM_WORLD, .file = file});
+    at::Tensor into = at::full_like(large, -1);
+    reader.read_pieces("optimizer/large", interleaved_pieces(into, 1000, 0, 1), world_rank());
+    EXPECT_TRUE(at::equal(into, large));
+    // One copy short of its last run: refused on every rank, naming the copy.
+    auto partial = interleaved_pieces(into, 1000, 0, 1);
+    if (world_rank() == world_size() - 1) partial.pop_back();
+    const std::string message =
+        error_of<accelerate::ConfigError>([&] { reader.read_pieces("optimizer/large", partial, world_rank()); });
+    EXPECT_NE(message.find("but they end at element 15000"), std::string::npos) << message;
+    if (world_size() > 1) {
+      EXPECT_NE(message.find("(copy " + std::to_string(world_size() - 1) + ")"), std::string::npos) << message;
+    }
+  }
+  damage_dataset(file, "optimizer/large", 8 * 4000 + 5);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ckpt::CheckpointReader damaged({.comm = MPI_COMM_WORLD, .file = file});
+  at::Tensor into = at::empty_like(large);
+  const std::string message = error_of<accelerate::Hdf5Error>(
+      [&] { damaged.read_pieces("optimizer/large", interleaved_pieces(into, 1000, 0, 1), world_rank()); });
+  EXPECT_NE(message.find("'/optimizer/large' is corrupted"), std::string::npos) << message;
+  cleanup(dir);
+}
+
 // An entry kind this version does not know (a newer writer, or damage) is an
 // error naming the file, the dataset and the kind; it is never read as
 // another layout.

@@ -513,6 +513,24 @@ TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {
   EXPECT_NE(message.find("before its first step"), std::string::npos) << message;
 }
 
+TEST_F(ShardedOptimizerTest, ReplicasHoldingAnotherPlaceInTheirGroupAreRefusedOnEveryRank) {
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs a group of 2 ranks and replicas";
+  // Groups of two (emulated nodes), with the world as the "replicas": rank 0
+  // of a group would average its slice with slices of rank 1.
+  acc::StateOptions two_per_node;
+  two_per_node.emulated_ranks_per_node = 2;
+  const acc::State nodes(two_per_node);
+  auto node = acc::ProcessGroup::node(nodes);
+  auto net = std::make_shared<Net>(1);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  const auto message = acc::testing::error_of<acc::ConfigError>(
+      [&] { acc::ShardedOptimizer s(sgd, *node, {.stage = acc::ZeroStage::Gradients, .replicas = group.get()}); });
+  EXPECT_NE(message.find("same place"), std::string::npos) << message;
+  // The node's cross-node group is what replicas are: accepted.
+  auto cross = acc::ProcessGroup::cross_node(nodes);
+  EXPECT_NO_THROW(acc::ShardedOptimizer(sgd, *node, {.stage = acc::ZeroStage::Gradients, .replicas = cross.get()}));
+}
+
 }  // namespace
 
 }  // namespace ACCELERATE_TEST_FILE_ID

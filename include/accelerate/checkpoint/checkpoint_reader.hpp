@@ -123,7 +123,10 @@ class CheckpointReader {
   /// the entry's dtype, any device): each rank its own cut, none is fine.
   /// The ranks' pieces must together cover the entry exactly once, which
   /// lets the checksum be verified (ConfigError on every rank otherwise).
-  void read_pieces(std::string_view name, std::vector<TensorPiece> pieces);
+  /// Where ranks hold replicas of one cut (a shard copied on every node),
+  /// each set of ranks that covers the entry once passes its own `copy`
+  /// index: every copy must cover it exactly once, and each is verified.
+  void read_pieces(std::string_view name, std::vector<TensorPiece> pieces, int copy = 0);
 
   /// The row this rank reads from per-rank entries saved on `saved_world_size`
   /// ranks: its own rank when it existed, else rank % saved_world_size.
@@ -142,6 +145,8 @@ class CheckpointReader {
   KeyReport load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations, bool strict);
 
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
+  /// Ranks reading this file together (the size of options.comm).
+  [[nodiscard]] int size() const noexcept;
   /// Threads with which this rank reads (ReaderOptions::read_threads, resolved).
   [[nodiscard]] int read_threads() const noexcept;
 

@@ -111,6 +111,8 @@ class CheckpointWriter {
   /// Bytes of tensor data this rank wrote so far.
   [[nodiscard]] std::uint64_t bytes_written_locally() const noexcept;
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
+  /// Ranks writing this file together (the size of options.comm).
+  [[nodiscard]] int size() const noexcept;
 
  private:
   struct Impl;

@@ -31,6 +31,8 @@ struct ShardLayout {
     std::vector<Piece> pieces;           // this rank's runs, in shard order (padding excluded)
   };
   int world_size = 1;         // ranks the state is sharded over
+  int replicas = 1;           // copies of every shard (HYBRID_SHARD_ZERO2: one per node)
+  int replica = 0;            // which copy this rank holds
   std::vector<Group> groups;  // one per param group of the optimizer
 };
 

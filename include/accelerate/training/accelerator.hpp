@@ -418,6 +418,10 @@ class Accelerator {
   std::unique_ptr<GradScaler> scaler_;
   /// The ZeRO stage of prepared optimizers (fsdp_plugin), or none.
   std::optional<ZeroStage> zero_stage_;
+  /// HYBRID_SHARD_ZERO2: the shards' group (the node) and their replicas
+  /// (the cross-node group); null otherwise, when the world shards.
+  std::unique_ptr<ProcessGroup> shard_group_;
+  std::unique_ptr<ProcessGroup> replica_group_;
   checkpoint::ProjectConfiguration project_;
   tracking::TrackerSet trackers_;
   std::vector<std::shared_ptr<DistributedModel>> models_;

@@ -1,7 +1,8 @@
 // FullyShardedDataParallelPlugin (the seeds' name): which ZeRO stage the
-// Accelerator trains with. Only sharding_strategy is taken; the sharded
-// strategies built are SHARD_GRAD_OP (ZeRO stage 2) and NO_SHARD (plain
-// DDP). FULL_SHARD and HYBRID_SHARD shard the parameters too (stage 3),
+// Accelerator trains with. Only sharding_strategy is taken; the strategies
+// built are SHARD_GRAD_OP (ZeRO stage 2), HYBRID_SHARD_ZERO2 (stage 2 within
+// each node, replicated across nodes) and NO_SHARD (plain DDP). FULL_SHARD
+// and HYBRID_SHARD shard the parameters too (stage 3),
 // which is not built: asking for them is a ConfigError that says so
 // (docs/sharding.md).
 #pragma once
@@ -15,13 +16,18 @@ namespace accelerate {
 
 struct FullyShardedDataParallelPlugin {
   /// "FULL_SHARD" (the seeds' default), "SHARD_GRAD_OP", "NO_SHARD",
-  /// "HYBRID_SHARD"; any case, or the numbers 1 to 4 as in Accelerate.
+  /// "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"; any case, or the numbers 1 to 5
+  /// as in Accelerate.
   std::string sharding_strategy = "FULL_SHARD";
 };
 
-/// The stage `plugin` asks for: ZeroStage::Gradients for SHARD_GRAD_OP,
-/// nullopt for NO_SHARD. ConfigError for the stage 3 strategies and for
-/// names that are none of the four.
+/// The stage `plugin` asks for: ZeroStage::Gradients for SHARD_GRAD_OP and
+/// HYBRID_SHARD_ZERO2, nullopt for NO_SHARD. ConfigError for the stage 3
+/// strategies and for names that are none of the five.
 std::optional<ZeroStage> zero_stage_of(const FullyShardedDataParallelPlugin& plugin);
+
+/// Whether `plugin` shards over each node's ranks and replicates the shards
+/// across nodes (HYBRID_SHARD_ZERO2), rather than sharding over every rank.
+bool shards_within_node(const FullyShardedDataParallelPlugin& plugin);
 
 }  // namespace accelerate

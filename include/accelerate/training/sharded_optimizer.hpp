@@ -29,6 +29,12 @@
 // parameters, which stay whole on every rank (stage 3 shards them too; see
 // docs/sharding.md).
 //
+// Replicated shards (HYBRID_SHARD_ZERO2): with `group` the ranks of a node
+// and ShardingOptions::replicas the ranks holding the same shard on the other
+// nodes, stage 2 reduce-scatters within the node and then averages each
+// slice over the replicas, so the shards hold the world's average while
+// every parameter all-gather stays inside the node.
+//
 // Element-wise optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) compute on a
 // shard what they compute unsharded, up to rounding; LBFGS, which couples
 // all elements, is refused. Collective: every rank calls step() together.
@@ -70,6 +76,14 @@ struct ShardingOptions {
   /// backward synchronises. The Accelerator points it at its models'
   /// require_backward_grad_sync, which accumulate() and no_sync() set.
   std::function<bool()> sync_in_backward;
+  /// The ranks that hold this rank's shard in the other copies of `group`
+  /// (HYBRID_SHARD_ZERO2: `group` is the node, `replicas` the cross-node
+  /// group). Every copy must have as many ranks, each at the same rank in its
+  /// copy (ConfigError otherwise). Stage 2 averages each reduce-scattered
+  /// slice over them; in stage 1 the gradients come averaged over the world
+  /// already. The parameters start from rank 0 of the first copy everywhere.
+  /// Unset: `group` is every rank there is.
+  ProcessGroup* replicas = nullptr;
 };
 
 class ShardedOptimizer {
@@ -145,6 +159,7 @@ class ShardedOptimizer {
   void launch_ready_buckets(bool in_backward);
   void launch(const BucketId& id, bool in_backward);
   void wait_oldest();
+  void wait_replica_oldest();
   void finish_reduction();
   void abandon_reduction() noexcept;
 
@@ -156,7 +171,8 @@ class ShardedOptimizer {
   bool backward_open_ = false;          // end_of_backward() is queued for the running backward
   std::vector<BucketId> launch_order_;  // the same on every rank: last bucket first
   std::size_t next_launch_ = 0;
-  std::vector<std::size_t> in_flight_;  // indices into launch_order_, oldest first
+  std::vector<std::size_t> in_flight_;    // indices into launch_order_, oldest first
+  std::vector<std::size_t> replicating_;  // likewise, slices being averaged over the replicas
   std::int64_t reduced_in_backward_ = 0;
   std::unique_ptr<Hooks> hooks_;
 };
