@@ -29,10 +29,10 @@ c10::Device torch_device(const std::string& device) {
 checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const std::filesystem::path& checkpoint,
                                                const LoadCheckpointOptions& options) {
   // The model's tensors under their first names (a tied weight once), and where they are.
-  std::map<std::string, c10::Device> expected;
+  std::map<std::string, at::Tensor> expected;
   for (const auto kind : {modeling::TensorKind::Parameters, modeling::TensorKind::Buffers}) {
     for (const auto& [name, tensor] : modeling::named_tensors(model, kind, /*unique=*/true))
-      expected.emplace(name, tensor.device());
+      expected.emplace(name, tensor);
   }
   if (options.device_map) {
     check_device_map(model, *options.device_map);
@@ -55,16 +55,25 @@ checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const s
     at::Tensor value = tensor;
     if (options.dtype && (value.is_floating_point() || value.is_complex())) value = value.to(*options.dtype);
     const std::string device = options.device_map ? device_of(*options.device_map, name) : std::string();
+    const at::Tensor& current = expected.at(name);
     if (device == "disk") {
+      // Written in the dtype the model's tensor takes, which then maps the
+      // file: the values stay reachable, the memory goes to the page cache.
+      if (!options.dtype || !(value.is_floating_point() || value.is_complex())) value = value.to(current.scalar_type());
+      if (value.sizes() != current.sizes()) {
+        set_module_tensor_to_device(model, name, c10::kCPU, value, options.dtype);  // its shape error
+      }
       offload_weight(value, name, *options.offload_folder, &offloaded);
+      const at::Tensor mapped = map_offloaded_weight(*options.offload_folder / (name + ".dat"), offloaded.at(name));
+      set_module_tensor_to_device(model, name, c10::kCPU, mapped, value.scalar_type());
     } else {
-      const c10::Device target = device.empty() ? expected.at(name) : torch_device(device);
+      const c10::Device target = device.empty() ? current.device() : torch_device(device);
       set_module_tensor_to_device(model, name, target, value, options.dtype);
     }
     loaded.insert(name);
   });
   if (options.offload_folder) save_offload_index(offloaded, *options.offload_folder);
-  for (const auto& [name, device] : expected) {
+  for (const auto& [name, tensor] : expected) {
     if (loaded.count(name) == 0) report.missing.push_back(name);
   }
   if (options.strict && !report.empty()) {

@@ -2,9 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -70,20 +76,8 @@ std::int64_t elements_of(const std::vector<std::int64_t>& shape) {
   return count;
 }
 
-}  // namespace
-
-void offload_weight(const at::Tensor& weight, const std::string& name, const fs::path& folder, OffloadIndex* index) {
-  (void)dtype_name(weight.scalar_type());  // a dtype the format lacks is refused before the file is touched
-  const at::Tensor host = weight.detach().to(at::kCPU).contiguous();
-  const fs::path file = weight_file(folder, name);
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-  out.close();
-  if (!out) offload_error("could not write " + file.string());
-  if (index != nullptr) (*index)[name] = {weight.scalar_type(), weight.sizes().vec()};
-}
-
-at::Tensor load_offloaded_weight(const fs::path& file, const OffloadedWeight& info) {
+// The bytes `file` must hold for `info`, checked against its size.
+std::uintmax_t checked_size(const fs::path& file, const OffloadedWeight& info) {
   std::error_code error;
   const auto bytes = fs::file_size(file, error);
   if (error) offload_error("cannot read " + file.string() + ": " + error.message());
@@ -94,6 +88,48 @@ at::Tensor load_offloaded_weight(const fs::path& file, const OffloadedWeight& in
     offload_error(file.string() + " holds " + std::to_string(bytes) + " bytes; index.json's dtype and shape say " +
                   std::to_string(expected));
   }
+  return expected;
+}
+
+}  // namespace
+
+void offload_weight(const at::Tensor& weight, const std::string& name, const fs::path& folder, OffloadIndex* index) {
+  (void)dtype_name(weight.scalar_type());  // a dtype the format lacks is refused before the file is touched
+  const at::Tensor host = weight.detach().to(at::kCPU).contiguous();
+  const fs::path file = weight_file(folder, name);
+  // Written beside and renamed over: a tensor mapped from the old file (even
+  // `weight` itself) keeps reading it, and a failed write leaves it whole.
+  fs::path staged = file;
+  staged += ".tmp-" + std::to_string(::getpid());
+  std::ofstream out(staged, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
+  out.close();
+  std::error_code error;
+  if (out) fs::rename(staged, file, error);
+  if (!out || error) {
+    fs::remove(staged, error);
+    offload_error("could not write " + file.string());
+  }
+  if (index != nullptr) (*index)[name] = {weight.scalar_type(), weight.sizes().vec()};
+}
+
+at::Tensor map_offloaded_weight(const fs::path& file, const OffloadedWeight& info) {
+  const std::uintmax_t bytes = checked_size(file, info);
+  const auto options = at::TensorOptions().dtype(info.dtype);
+  if (bytes == 0) return at::empty(info.shape, options);  // nothing to map
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) offload_error("cannot open " + file.string() + ": " + std::strerror(errno));
+  // Private and writable: the tensor may be changed (copied on write), the file never is.
+  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const int mapping_errno = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (data == MAP_FAILED) offload_error("cannot map " + file.string() + ": " + std::strerror(mapping_errno));
+  return at::from_blob(
+      data, info.shape, [bytes](void* mapped) { ::munmap(mapped, bytes); }, options);
+}
+
+at::Tensor load_offloaded_weight(const fs::path& file, const OffloadedWeight& info) {
+  const std::uintmax_t expected = checked_size(file, info);
   at::Tensor tensor = at::empty(info.shape, at::TensorOptions().dtype(info.dtype));
   std::ifstream in(file, std::ios::binary);
   in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(expected));

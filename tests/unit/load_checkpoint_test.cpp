@@ -12,6 +12,7 @@
 #include "accelerate/checkpoint/safetensors.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/offload.hpp"
+#include "common/mapped_file.hpp"
 #include "common/test_helpers.hpp"
 #include "module_trees.hpp"
 
@@ -73,6 +74,16 @@ TEST(LoadCheckpoint, ABf16FileIntoAnFp32ModelAndBack) {
   EXPECT_EQ(in_bf16->head->weight.scalar_type(), torch::kBFloat16);
   EXPECT_EQ(in_bf16->layers->named_buffers()["0.positions"].scalar_type(), torch::kLong);
   EXPECT_TRUE(torch::equal(in_bf16->embed->weight, state.front().second));
+  // Sent to the disk, a tensor is written in the dtype the model's takes
+  // (fp32 here), since the model's tensor then maps the file.
+  auto offloaded = lm();
+  acc::LoadCheckpointOptions to_disk;
+  to_disk.device_map = acc::DeviceMap{{"", "cpu"}, {"layers.3", "disk"}};
+  to_disk.offload_folder = file.parent_path() / "offload";
+  (void)acc::load_checkpoint_in_model(*offloaded, file, to_disk);
+  const auto index = acc::load_offload_index(*to_disk.offload_folder);
+  EXPECT_EQ(index.at("layers.3.proj.weight").dtype, torch::kFloat);
+  EXPECT_EQ(index.at("layers.3.positions").dtype, torch::kLong);
   acc::testing::remove_shared_directory(file.parent_path());
 }
 
@@ -83,17 +94,26 @@ TEST(LoadCheckpoint, ADeviceMapSendsABlockToTheOffloadFolder) {
   // Shards of at most 1 KB: several files and an index.
   acc::checkpoint::save_model(state, dir / "model", {.max_shard_size = 1024});
   auto model = lm();
-  const auto before = model->layers->named_parameters()["3.proj.weight"].detach().clone();
   acc::LoadCheckpointOptions options;
   options.device_map = acc::DeviceMap{{"", "cpu"}, {"layers.3", "disk"}};
   options.offload_folder = dir / "offload";
   EXPECT_TRUE(acc::load_checkpoint_in_model(*model, dir / "model", options).empty());
-  // The block's tensors went to the folder, not into the model.
+  // The block's tensors went to the folder, and the model's tensors map
+  // their files; every other tensor was loaded into the model's memory.
   const auto index = acc::load_offload_index(dir / "offload");
   EXPECT_EQ(index.size(), 6U);  // proj weight and bias, norm weight and bias, scale, positions
-  EXPECT_TRUE(torch::equal(model->layers->named_parameters()["3.proj.weight"], before));
-  const std::map<std::string, at::Tensor> expected(state.begin(), state.end());
-  EXPECT_TRUE(torch::equal(model->norm->weight, expected.at("norm.weight")));  // outside the block: loaded
+  for (const auto& [name, tensor] : state) {
+    SCOPED_TRACE(name);
+    const at::Tensor loaded = tensor_named(*model, name);
+    EXPECT_TRUE(torch::equal(loaded, tensor));
+    const std::string mapped = acc::testing::mapped_file_of(loaded.data_ptr());
+    if (name.starts_with("layers.3.")) {
+      EXPECT_EQ(index.count(name), 1U);
+      EXPECT_EQ(mapped, fs::canonical(dir / "offload" / (name + ".dat")).string());
+    } else {
+      EXPECT_EQ(mapped.find("offload"), std::string::npos) << mapped;
+    }
+  }
   // Brought back from the folder, they hold the checkpoint's values.
   acc::load_offloaded_weights(*model, index, dir / "offload");
   for (const auto& [name, tensor] : state) EXPECT_TRUE(torch::equal(tensor_named(*model, name), tensor)) << name;

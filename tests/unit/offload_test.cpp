@@ -2,7 +2,8 @@
 // set_module_tensor_to_device, on the trees of module_trees.hpp: every dtype
 // written and read back bit for bit, 0-d tensors, index.json merged, weights
 // loaded into the module's own tensors (members and ties see them), casts,
-// and the errors for wrong names, shapes, sizes and dtypes.
+// weights mapped from their files (copied on write, kept when the file is
+// written again), and the errors for wrong names, shapes, sizes and dtypes.
 // module_sizes_crosscheck checks the folder format against Accelerate's.
 #include "accelerate/modeling/offload.hpp"
 
@@ -12,6 +13,7 @@
 #include <fstream>
 
 #include "accelerate/error.hpp"
+#include "common/mapped_file.hpp"
 #include "common/test_helpers.hpp"
 #include "accelerate/modeling/module_tensors.hpp"
 #include "module_trees.hpp"
@@ -57,6 +59,37 @@ TEST(Offload, EveryDtypeComesBackBitForBit) {
   // A second offload into the folder adds to its index.
   acc::offload_state_dict(dir, {{"later", torch::ones({2})}});
   EXPECT_EQ(acc::load_offload_index(dir).size(), tensors.size() + 1);
+  acc::testing::remove_shared_directory(dir);
+}
+
+TEST(Offload, AMappedWeightReadsItsFileAndNeverWritesIt) {
+  const fs::path dir = acc::testing::shared_temp_directory("offload_mapped");
+  const at::Tensor original = torch::randn({256, 300});
+  acc::OffloadIndex index;
+  acc::offload_weight(original, "w", dir, &index);
+  const fs::path file = fs::canonical(dir / "w.dat");
+
+  at::Tensor mapped = acc::map_offloaded_weight(file, index.at("w"));
+  EXPECT_TRUE(torch::equal(mapped, original));
+  EXPECT_EQ(acc::testing::mapped_file_of(mapped.data_ptr()), file.string());
+  // Changed in memory only: the file still holds the original.
+  mapped.add_(1);
+  EXPECT_TRUE(torch::equal(mapped, original + 1));
+  EXPECT_TRUE(torch::equal(acc::load_offloaded_weight(file, index.at("w")), original));
+  // The file written again, from the mapped tensor itself: the new file
+  // replaces the old one, which the mapping keeps, so nothing faults.
+  acc::offload_weight(mapped, "w", dir, &index);
+  EXPECT_TRUE(torch::equal(mapped, original + 1));
+  EXPECT_EQ(acc::testing::mapped_file_of(mapped.data_ptr()), file.string() + " (deleted)");
+  EXPECT_TRUE(torch::equal(acc::load_offloaded_weight(file, index.at("w")), original + 1));
+  EXPECT_TRUE(fs::is_regular_file(file) && std::distance(fs::directory_iterator(dir), {}) == 1);  // no staged file left
+  // An empty tensor maps nothing; a wrong size is refused as on load.
+  acc::offload_weight(torch::zeros({0, 3}), "empty", dir, &index);
+  EXPECT_EQ(acc::map_offloaded_weight(dir / "empty.dat", index.at("empty")).sizes(), (at::IntArrayRef{0, 3}));
+  const std::string message = error_of<acc::ConfigError>([&] {
+    (void)acc::map_offloaded_weight(file, {torch::kFloat, {256, 301}});
+  });
+  EXPECT_NE(message.find("index.json's dtype and shape say"), std::string::npos) << message;
   acc::testing::remove_shared_directory(dir);
 }
 

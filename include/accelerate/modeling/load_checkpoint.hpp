@@ -40,10 +40,13 @@ struct LoadCheckpointOptions {
 /// either, or one of this library's HDF5 checkpoints) into `model`'s
 /// parameters and buffers, tensor by tensor, in place
 /// (set_module_tensor_to_device()): member fields and tied weights follow.
-/// Tensors mapped to the disk are written to the offload folder and merged
-/// into its index.json; the model's tensor keeps its memory and values
-/// (LibTorch cannot put it on the meta device in place). A tensor of another
-/// shape is a ConfigError. Returns the missing and unexpected names.
+/// Tensors mapped to the disk are written to the offload folder, in the dtype
+/// the model's tensor takes, and merged into its index.json; the model's
+/// tensor then maps that file (map_offloaded_weight()): its values are the
+/// checkpoint's, its memory the file's pages rather than the process's
+/// (LibTorch cannot put it on the meta device in place, as Accelerate does).
+/// A tensor of another shape is a ConfigError. Returns the missing and
+/// unexpected names.
 checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const std::filesystem::path& checkpoint,
                                                const LoadCheckpointOptions& options = {});
 

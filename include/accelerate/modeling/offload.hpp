@@ -32,13 +32,22 @@ struct OffloadedWeight {
 using OffloadIndex = std::map<std::string, OffloadedWeight>;
 
 /// Writes `weight` (any device; copied to the CPU) to <folder>/<name>.dat and
-/// records it in `index` when given.
+/// records it in `index` when given. The file is written beside and renamed
+/// over the old one, so a tensor mapped from the old file keeps its values.
 void offload_weight(const at::Tensor& weight, const std::string& name, const std::filesystem::path& folder,
                     OffloadIndex* index = nullptr);
 
 /// Reads one tensor written by offload_weight() (or by Accelerate) into a new
 /// CPU tensor. ConfigError if the file is missing or not the size `info` says.
 at::Tensor load_offloaded_weight(const std::filesystem::path& file, const OffloadedWeight& info);
+
+/// The same tensor, its memory a private mapping of the file instead of a
+/// copy: pages are read when first touched, and unchanged ones stay in the
+/// page cache, which the kernel may drop and read again, rather than in the
+/// process's own memory. Writes to the tensor are copied on write and never
+/// reach the file. Changing the file under the mapping other than through
+/// offload_weight() (truncating it) makes reads of the tensor fault.
+at::Tensor map_offloaded_weight(const std::filesystem::path& file, const OffloadedWeight& info);
 
 /// Merges `index` into <folder>/index.json (entries of the same name replaced).
 void save_offload_index(const OffloadIndex& index, const std::filesystem::path& folder);
