@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,17 @@ std::int64_t elements_of(const std::vector<std::int64_t>& shape) {
   return count;
 }
 
+// The process's umask, read without changing it (umask() would, for every
+// thread at once): the "Umask:" line of /proc/self/status, else 022.
+mode_t process_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  return 022;
+}
+
 // The bytes `file` must hold for `info`, checked against its size.
 std::uintmax_t checked_size(const fs::path& file, const OffloadedWeight& info) {
   std::error_code error;
@@ -97,16 +109,30 @@ void offload_weight(const at::Tensor& weight, const std::string& name, const fs:
   (void)dtype_name(weight.scalar_type());  // a dtype the format lacks is refused before the file is touched
   const at::Tensor host = weight.detach().to(at::kCPU).contiguous();
   const fs::path file = weight_file(folder, name);
-  // Written beside and renamed over: a tensor mapped from the old file (even
-  // `weight` itself) keeps reading it, and a failed write leaves it whole.
-  fs::path staged = file;
-  staged += ".tmp-" + std::to_string(::getpid());
-  std::ofstream out(staged, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-  out.close();
+  // Written beside, under a name no other writer picks, and renamed over: a
+  // tensor mapped from the old file (even `weight` itself) keeps reading it,
+  // and a failed write leaves it whole.
+  std::string staged = file.string() + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(staged.data());
+  if (fd < 0) offload_error("could not create a file beside " + file.string() + ": " + std::strerror(errno));
+  const auto* data = static_cast<const char*>(host.data_ptr());
+  std::size_t left = host.nbytes();
+  bool written = true;
+  while (left > 0 && written) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) {
+      data += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  }
+  // mkstemp makes the file 0600; give it the permissions a plain create would.
+  written = ::fchmod(fd, 0666 & ~process_umask()) == 0 && written;
+  written = ::close(fd) == 0 && written;
   std::error_code error;
-  if (out) fs::rename(staged, file, error);
-  if (!out || error) {
+  if (written) fs::rename(staged, file, error);
+  if (!written || error) {
     fs::remove(staged, error);
     offload_error("could not write " + file.string());
   }
@@ -119,13 +145,25 @@ at::Tensor map_offloaded_weight(const fs::path& file, const OffloadedWeight& inf
   if (bytes == 0) return at::empty(info.shape, options);  // nothing to map
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) offload_error("cannot open " + file.string() + ": " + std::strerror(errno));
+  // The file opened may have been replaced since its size was checked: map
+  // only one of the size expected, or reads past its end would fault.
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || static_cast<std::uintmax_t>(status.st_size) != bytes) {
+    ::close(fd);
+    offload_error(file.string() + " changed while it was being mapped; map it again");
+  }
   // Private and writable: the tensor may be changed (copied on write), the file never is.
   void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   const int mapping_errno = errno;
   ::close(fd);  // the mapping keeps the file
   if (data == MAP_FAILED) offload_error("cannot map " + file.string() + ": " + std::strerror(mapping_errno));
-  return at::from_blob(
-      data, info.shape, [bytes](void* mapped) { ::munmap(mapped, bytes); }, options);
+  try {
+    return at::from_blob(
+        data, info.shape, [bytes](void* mapped) { ::munmap(mapped, bytes); }, options);
+  } catch (...) {
+    ::munmap(data, bytes);
+    throw;
+  }
 }
 
 at::Tensor load_offloaded_weight(const fs::path& file, const OffloadedWeight& info) {

@@ -154,20 +154,22 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
   const int size = group.size();
   torch::NoGradGuard no_grad;
   ProcessGroup* const replicas = replicas_of(options);
-  if (replicas != nullptr) {
+  if (options.replicas != nullptr) {
     // The replicas step the same slices only if every copy of the group is
-    // alike and this rank holds the same place in each.
+    // alike and this rank holds the same place in each. Every rank checks,
+    // even one without replicas (a node of its own size), so all refuse.
+    ProcessGroup& copies = *options.replicas;
     auto place =
         at::tensor({std::int64_t{size}, -std::int64_t{size}, std::int64_t{group.rank()}, -std::int64_t{group.rank()}},
                    at::kLong);
-    replicas->all_reduce(place, maximum());
+    copies.all_reduce(place, maximum());
     const bool alike = place[0].item<std::int64_t>() == -place[1].item<std::int64_t>() &&
                        place[2].item<std::int64_t>() == -place[3].item<std::int64_t>();
     // The verdict goes round the group too, so that every rank refuses.
     auto refused = at::tensor({std::int64_t{alike ? 0 : 1}}, at::kLong);
     group.all_reduce(refused, maximum());
     if (refused.item<std::int64_t>() != 0) {
-      sharding_error("the replicas (" + std::to_string(replicas->size()) +
+      sharding_error("the replicas (" + std::to_string(copies.size()) +
                      " ranks with this rank) do not each hold the same place in a group of the same size: this "
                      "rank is " +
                      std::to_string(group.rank()) + " of " + std::to_string(size) +
@@ -387,8 +389,10 @@ void ShardedOptimizer::launch(const BucketId& id, bool in_backward) {
   if (in_backward) ++reduced_in_backward_;
   // Free the inputs of what has completed (on one node, the reduce-scatter
   // through shared memory completes within the call): backward then holds
-  // only the buckets still filling.
-  while (!in_flight_.empty()) {
+  // only the buckets still filling. Not with replicas: waiting posts the
+  // cross-node all-reduce, which every rank must post at the same point,
+  // not when its own reduce-scatter happened to finish.
+  while (replicas_of(options_) == nullptr && !in_flight_.empty()) {
     const BucketId oldest = launch_order_[in_flight_.front()];
     if (!groups_[oldest.group].buckets[oldest.bucket].work->is_completed()) break;
     wait_oldest();

@@ -222,6 +222,9 @@ TEST_F(AcceleratorSharding, AHybridCheckpointResumesUnderEveryShardingInOneFileO
   for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
     EXPECT_TRUE(torch::equal(from_node.parameters[i], uninterrupted.parameters[i])) << "parameter " << i;
   }
+  const TrainingRun unsharded_from_node =
+      train("NO_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "per_node", Clip::None, per_node);
+  expect_ends_where(unsharded_from_node, uninterrupted);
   acc::testing::remove_shared_directory(dir);
 }
 

@@ -16,6 +16,7 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
+#include "checkpoint/collective.hpp"
 #include "common/test_helpers.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
@@ -356,6 +357,16 @@ TEST(CheckpointIo, PiecesReadInSeveralCopiesAreEachCheckedWhole) {
     if (world_size() > 1) {
       EXPECT_NE(message.find("(copy " + std::to_string(world_size() - 1) + ")"), std::string::npos) << message;
     }
+  }
+  // Each copy's checksum is its own: copies whose bytes differ give their
+  // own CRC-32C, on every rank, in copy order (here, one piece per copy).
+  {
+    const accelerate::detail::DeadlineComm comm(MPI_COMM_WORLD, std::chrono::seconds(60));
+    const std::vector<ckpt::detail::PieceChecksum> mine{
+        {.offset = 0, .count = 10, .crc = 1000U + static_cast<std::uint32_t>(world_rank()), .copy = world_rank()}};
+    const auto checksums = ckpt::detail::combine_copy_checksums(comm, mine, 10, 4, "copies");
+    ASSERT_EQ(checksums.size(), static_cast<std::size_t>(world_size()));
+    for (int c = 0; c < world_size(); ++c) EXPECT_EQ(checksums[c], 1000U + static_cast<std::uint32_t>(c));
   }
   damage_dataset(file, "optimizer/large", 8 * 4000 + 5);
   MPI_Barrier(MPI_COMM_WORLD);

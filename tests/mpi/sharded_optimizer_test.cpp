@@ -52,8 +52,15 @@ class ShardedOptimizerTest : public ::testing::Test {
   // An optimizer over two param groups (fc1 at one rate, fc2+fc3 at another),
   // kSteps steps on this rank's rows of fixed global data; returns the
   // parameters. SGD with momentum sees the gradients' scale; Adam mostly not.
+  // With `hybrid`, the shards are over hybrid->node with hybrid->replicas,
+  // and a first backward is dropped by zero_grad() before the steps.
+  struct Hybrid {
+    acc::ProcessGroup* node = nullptr;
+    acc::ProcessGroup* replicas = nullptr;
+  };
   std::vector<torch::Tensor> train(Mode mode, Optimizer kind, double bucket_cap_mb,
-                                   std::int64_t* shard_elements = nullptr, std::int64_t* state_elements = nullptr) {
+                                   std::int64_t* shard_elements = nullptr, std::int64_t* state_elements = nullptr,
+                                   std::optional<Hybrid> hybrid = std::nullopt) {
     const bool stage2 = mode == Mode::Stage2 || mode == Mode::Stage2InStep;
     auto net = std::make_shared<Net>(11);
     std::vector<torch::Tensor> rest = net->fc2->parameters();
@@ -77,16 +84,21 @@ class ShardedOptimizerTest : public ::testing::Test {
     std::unique_ptr<acc::ShardedOptimizer> sharded;
     if (mode != Mode::Ddp) {
       sharded = std::make_unique<acc::ShardedOptimizer>(
-          adam, *group,
+          adam, hybrid ? *hybrid->node : *group,
           acc::ShardingOptions{.stage = stage2 ? acc::ZeroStage::Gradients : acc::ZeroStage::OptimizerState,
                                .bucket_cap_mb = bucket_cap_mb,
-                               .reduce_in_backward = mode != Mode::Stage2InStep});
+                               .reduce_in_backward = mode != Mode::Stage2InStep,
+                               .replicas = hybrid ? hybrid->replicas : nullptr});
     }
     if (sharded) expect_slices_of_the_parameters(adam, *net);
     torch::manual_seed(5);
     const auto x = torch::randn({kRowsPerRank * group->size(), 7});
     const auto y = torch::randn({kRowsPerRank * group->size(), 3});
     const auto mine = [&](const torch::Tensor& t) { return t.narrow(0, kRowsPerRank * group->rank(), kRowsPerRank); };
+    if (hybrid && sharded) {
+      (torch::mse_loss(net->forward(mine(x)), mine(y)) * 100).backward();  // a batch skipped after backward
+      sharded->zero_grad();
+    }
     for (int step = 0; step < kSteps; ++step) {
       auto loss = torch::mse_loss(net->forward(mine(x)), mine(y));
       loss.backward();
@@ -529,6 +541,39 @@ TEST_F(ShardedOptimizerTest, ReplicasHoldingAnotherPlaceInTheirGroupAreRefusedOn
   // The node's cross-node group is what replicas are: accepted.
   auto cross = acc::ProcessGroup::cross_node(nodes);
   EXPECT_NO_THROW(acc::ShardedOptimizer(sgd, *node, {.stage = acc::ZeroStage::Gradients, .replicas = cross.get()}));
+}
+
+TEST_F(ShardedOptimizerTest, NodesOfDifferentSizesAreRefusedOnEveryRank) {
+  if (state.num_processes() != 4) GTEST_SKIP() << "needs 4 ranks: nodes of 3 and 1";
+  acc::StateOptions three_per_node;
+  three_per_node.emulated_ranks_per_node = 3;
+  const acc::State nodes(three_per_node);
+  auto node = acc::ProcessGroup::node(nodes);
+  auto cross = acc::ProcessGroup::cross_node(nodes);  // a group of one for local ranks 1 and 2
+  auto net = std::make_shared<Net>(1);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  const auto message = acc::testing::error_of<acc::ConfigError>(
+      [&] { acc::ShardedOptimizer s(sgd, *node, {.stage = acc::ZeroStage::Gradients, .replicas = cross.get()}); });
+  EXPECT_NE(message.find("same number of ranks"), std::string::npos) << message;
+}
+
+// Replicas through MPI alone: the node's reduce-scatters complete at each
+// rank's own pace, yet every rank posts its cross-node all-reduces at the
+// same points, so a backward dropped by zero_grad() and the steps after it
+// pair no different collectives (a mismatch would hang until the deadline),
+// and the run ends where DDP ends.
+TEST_F(ShardedOptimizerTest, ReplicasThroughMpiSurviveABackwardDroppedBeforeStep) {
+  acc::StateOptions layout;
+  layout.emulated_ranks_per_node = std::max(1, state.num_processes() / 2);
+  const acc::State nodes(layout);
+  const acc::ProcessGroupOptions mpi_only{.timeout = std::chrono::seconds(60), .shared_memory_all_reduce = false};
+  auto node = acc::ProcessGroup::node(nodes, mpi_only);
+  auto cross = acc::ProcessGroup::cross_node(nodes, mpi_only);
+  const double bucket = 40.0 * sizeof(float) / (1024 * 1024);  // buckets of 40 elements: several in flight
+  const auto ddp = train(Mode::Ddp, Optimizer::Sgd, bucket);
+  const auto hybrid = train(Mode::Stage2, Optimizer::Sgd, bucket, nullptr, nullptr, Hybrid{node.get(), cross.get()});
+  expect_close(hybrid, ddp);
+  expect_same_on_every_rank(hybrid);
 }
 
 }  // namespace
