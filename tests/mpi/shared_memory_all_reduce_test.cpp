@@ -2,11 +2,15 @@
 // dtype and op against MPI's own all-reduce of the same data, sizes around
 // its chunk and slice boundaries, one result on every rank, non-contiguous
 // tensors, the hierarchical path across virtual nodes, and a deadline that
-// names the rank that never came.
+// names the rank that never came. The reduce-scatter and all-gather through
+// the same segment likewise, and interleaved with each other.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <chrono>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "accelerate/comm/process_group.hpp"
@@ -106,14 +110,23 @@ TEST(SharedMemoryAllReduce, EveryDtypeAndOpMatchesMpi) {
   }
 }
 
-TEST(SharedMemoryReduceScatter, EveryDtypeAndOpMatchesMpi) {
+// The dtypes the block collectives (reduce-scatter, all-gather) are checked in.
+constexpr std::array kBlockDtypes{torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16,
+                                  torch::kInt8,    torch::kInt64,   torch::kBool};
+
+// The world twice, through shared memory and through MPI, and this rank's place.
+struct SharedAndMpi {
   const accelerate::State state;
-  const auto shared = shared_group(state);
-  const auto mpi = mpi_group(state);
+  const std::unique_ptr<ProcessGroup> shared = shared_group(state);
+  const std::unique_ptr<ProcessGroup> mpi = mpi_group(state);
   const int rank = state.process_index();
   const int n = state.num_processes();
-  for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16, torch::kInt8,
-                           torch::kInt64, torch::kBool}) {
+};
+
+TEST(SharedMemoryReduceScatter, EveryDtypeAndOpMatchesMpi) {
+  const SharedAndMpi world;
+  const auto& [state, shared, mpi, rank, n] = world;
+  for (const auto dtype : kBlockDtypes) {
     const int64_t per_chunk = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
     // Blocks of one element, of a few, and of more than a chunk's share.
     for (const int64_t block : {int64_t{1}, int64_t{37}, per_chunk / n + 5}) {
@@ -139,6 +152,41 @@ TEST(SharedMemoryReduceScatter, EveryDtypeAndOpMatchesMpi) {
   shared->reduce_scatter_async(column, torch::ones({8 * n}), {})->wait();
   EXPECT_TRUE(torch::equal(base.select(1, 1), torch::full({8}, static_cast<double>(n))));
   EXPECT_TRUE(torch::equal(base.select(1, 0), torch::zeros({8})));
+}
+
+TEST(SharedMemoryAllGather, EveryDtypeMatchesMpiInterleavedWithTheOtherCollectives) {
+  const SharedAndMpi world;
+  const auto& [state, shared, mpi, rank, n] = world;
+  for (const auto dtype : kBlockDtypes) {
+    const int64_t per_chunk = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
+    // Blocks of one element, of a few, and of more than a chunk (several rounds).
+    for (const int64_t block : {int64_t{1}, int64_t{37}, 2 * per_chunk + 5}) {
+      const auto input = rank_values(block, rank + 1, ReduceOp::Sum, dtype);
+      auto ours = torch::empty({block * n}, input.options());
+      auto theirs = torch::empty({block * n}, input.options());
+      shared->all_gather_async(ours, input)->wait();
+      mpi->all_gather_async(theirs, input)->wait();
+      EXPECT_TRUE(torch::equal(ours, theirs)) << dtype << ", block " << block;
+      // The segment's slots, used next by the other collectives, give their
+      // results too (a round left out of step would garble them).
+      auto scattered = torch::empty({block}, input.options());
+      auto expected = torch::empty({block}, input.options());
+      shared->reduce_scatter_async(scattered, ours, {.op = ReduceOp::Max})->wait();
+      mpi->reduce_scatter_async(expected, theirs, {.op = ReduceOp::Max})->wait();
+      EXPECT_TRUE(torch::equal(scattered, expected)) << dtype << ", block " << block;
+      auto reduced = input.clone();
+      auto reference = input.clone();
+      shared->all_reduce(reduced, {.op = ReduceOp::Max});
+      mpi->all_reduce(reference, {.op = ReduceOp::Max});
+      EXPECT_TRUE(torch::equal(reduced, reference)) << dtype << ", block " << block;
+    }
+  }
+  // A non-contiguous output is filled in place.
+  auto base = torch::zeros({4 * n, 3});
+  auto column = base.select(1, 2);
+  shared->all_gather_async(column, torch::full({4}, static_cast<double>(rank)))->wait();
+  EXPECT_TRUE(torch::equal(base.select(1, 2), torch::arange(n, torch::kFloat).repeat_interleave(4)));
+  EXPECT_TRUE(torch::equal(base.select(1, 0), torch::zeros({4 * n})));
 }
 
 TEST(SharedMemoryAllReduce, RandomFloatsAgreeWithMpiAndAreOneResultEverywhere) {
@@ -210,36 +258,52 @@ TEST(SharedMemoryAllReduce, NodesOfOneRankOrOfUnequalSizesKeepMpi) {
   }
 }
 
-TEST(SharedMemoryAllReduce, MissingRankIsNamedAtTheDeadline) {
+// `collective` on a group whose last rank never comes: every other rank
+// times out at the deadline with `label` and the missing rank named, and
+// then finds the group out of step, which only the shared-memory path leaves
+// behind (MPI's would time out again).
+void expect_missing_rank_named(const std::string& label, const std::function<void(ProcessGroup&)>& collective) {
   const accelerate::State state;
   if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
   auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500),
                                            .abort_on_timeout = false,
                                            .shared_memory_all_reduce = true});
   const int missing = state.num_processes() - 1;
-  auto t = torch::ones({kChunkBytes});
   if (state.process_index() != missing) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      group->all_reduce(t);
-      ADD_FAILURE() << "all_reduce completed without rank " << missing;
+      collective(*group);
+      ADD_FAILURE() << label << " completed without rank " << missing;
     } catch (const accelerate::TimeoutError& error) {
       const std::string text = error.what();
-      EXPECT_NE(text.find("all_reduce(sum) Float[" + std::to_string(kChunkBytes) + "] on group 'world'"),
-                std::string::npos)
-          << text;
+      EXPECT_NE(text.find(label + " on group 'world'"), std::string::npos) << text;
       EXPECT_NE(text.find("Ranks that never arrived: " + std::to_string(missing) + " ("), std::string::npos) << text;
     }
     EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1400));
     // The segment is out of step now: the next call says so at once.
     try {
-      group->all_reduce(t);
-      ADD_FAILURE() << "a second all_reduce ran on a group whose last one timed out";
+      collective(*group);
+      ADD_FAILURE() << "a second " << label << " ran on a group whose last one timed out";
     } catch (const accelerate::TimeoutError& error) {
       EXPECT_NE(std::string(error.what()).find("out of step"), std::string::npos) << error.what();
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(SharedMemoryAllReduce, MissingRankIsNamedAtTheDeadline) {
+  auto t = torch::ones({kChunkBytes});
+  expect_missing_rank_named("all_reduce(sum) Float[" + std::to_string(kChunkBytes) + "]",
+                            [&](ProcessGroup& group) { group.all_reduce(t); });
+}
+
+TEST(SharedMemoryAllGather, MissingRankIsNamedAtTheDeadline) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const auto input = torch::ones({1000});
+  auto output = torch::empty({1000 * size});
+  expect_missing_rank_named("all_gather Float[1000]",
+                            [&](ProcessGroup& group) { group.all_gather_async(output, input)->wait(); });
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ struct ProcessGroupOptions {
   /// CPU all_reduce through each node's shared memory (hierarchical across
   /// nodes) rather than MPI's algorithm; unset follows ACCELERATE_SHM_ALLREDUCE
   /// (default on). Used where every node holds two or more of the group's ranks, the same number on each.
+  /// reduce_scatter and all_gather take it too where the whole group is on one node.
   std::optional<bool> shared_memory_all_reduce;
 };
 

@@ -98,19 +98,26 @@ void MpiBackend::shared_memory_all_reduce(at::Tensor& data, const at::Tensor& or
                                           const AllReduceOptions& options) {
   const MPI_Op op = types_.operation(options.op, data.scalar_type());
   const MPI_Datatype type = types_.datatype(data.scalar_type());
+  (void)on_shared_memory({"all_reduce", to_string(options.op), -1, &original}, options.timeout,
+                         [&](const SharedMemoryAllReduce::Waiting& waiting) {
+                           return shared_->run(data, options.op, type, op, waiting);
+                         });
+}
+
+std::unique_ptr<Work> MpiBackend::on_shared_memory(
+    const OperationLabel& label, const Timeout& timeout,
+    const std::function<SharedMemoryAllReduce::Outcome(const SharedMemoryAllReduce::Waiting&)>& collective) {
   TimeoutPolicy policy = policy_;
-  if (options.timeout) policy.timeout = *options.timeout;
+  if (timeout) policy.timeout = *timeout;
   const int64_t sequence = board_->arrive();
   const auto entered = std::chrono::steady_clock::now();
-  const OperationLabel label{"all_reduce", to_string(options.op), -1, &original};
   if (!shared_->usable()) {
     raise_collective_timeout(label.render(), group_, sequence,
-                             "unknown: an earlier all_reduce on this group timed out and left its shared memory out "
-                             "of step; the group cannot be used again",
+                             "unknown: an earlier collective on this group timed out and left its shared memory "
+                             "out of step; the group cannot be used again",
                              std::chrono::steady_clock::duration{}, policy, comm_.get());
   }
-  const auto outcome =
-      shared_->run(data, options.op, type, op, {entered + policy.timeout, [this] { board_->serve_queries(); }});
+  const auto outcome = collective({entered + policy.timeout, [this] { board_->serve_queries(); }});
   if (!outcome.completed) {
     // The board tells a rank that is elsewhere from one that never answers;
     // the segment, one that entered and stopped inside.
@@ -119,6 +126,7 @@ void MpiBackend::shared_memory_all_reduce(at::Tensor& data, const at::Tensor& or
     raise_collective_timeout(label.render(), group_, sequence, std::move(missing),
                              std::chrono::steady_clock::now() - entered, policy, comm_.get());
   }
+  return completed_work(label.render());
 }
 
 MpiBackend::~MpiBackend() = default;
@@ -218,6 +226,16 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
                                              const AllGatherOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "all_gather");
   check_numel(output, input.numel() * size_, "all_gather", "output", "group size × input elements");
+  if (shared_ && shared_->node_count() == 1) {
+    // One node: through shared memory, completed within the call.
+    auto work = on_shared_memory({"all_gather", {}, -1, &input}, options.timeout,
+                                 [&](const SharedMemoryAllReduce::Waiting& waiting) {
+                                   at::Tensor result = out.data;
+                                   return shared_->all_gather(result, in.data, waiting);
+                                 });
+    if (out.staged()) out.original.copy_(out.data);
+    return work;
+  }
   const int count = mpi_count(in.data.numel(), "all_gather");
   mpi_count(out.data.numel(), "all_gather");
   const int64_t sequence = board_->arrive();
@@ -320,28 +338,13 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
   const MPI_Op op = types_.operation(options.op, input.scalar_type());
   if (shared_ && shared_->node_count() == 1) {
     // One node: through shared memory, completed within the call.
-    const OperationLabel label{"reduce_scatter", to_string(options.op), -1, &input};
-    TimeoutPolicy policy = policy_;
-    if (options.timeout) policy.timeout = *options.timeout;
-    const int64_t sequence = board_->arrive();
-    const auto entered = std::chrono::steady_clock::now();
-    if (!shared_->usable()) {
-      raise_collective_timeout(label.render(), group_, sequence,
-                               "unknown: an earlier collective on this group timed out and left its shared memory "
-                               "out of step; the group cannot be used again",
-                               std::chrono::steady_clock::duration{}, policy, comm_.get());
-    }
-    at::Tensor result = out.data;
-    const auto outcome = shared_->reduce_scatter(result, in.data, options.op,
-                                                 {entered + policy.timeout, [this] { board_->serve_queries(); }});
-    if (!outcome.completed) {
-      std::string missing = board_->missing_ranks(sequence, std::chrono::seconds(2));
-      if (missing.empty()) missing = outcome.missing;
-      raise_collective_timeout(label.render(), group_, sequence, std::move(missing),
-                               std::chrono::steady_clock::now() - entered, policy, comm_.get());
-    }
+    auto work = on_shared_memory({"reduce_scatter", to_string(options.op), -1, &input}, options.timeout,
+                                 [&](const SharedMemoryAllReduce::Waiting& waiting) {
+                                   at::Tensor result = out.data;
+                                   return shared_->reduce_scatter(result, in.data, options.op, waiting);
+                                 });
     if (out.staged()) out.original.copy_(out.data);
-    return completed_work(label.render());
+    return work;
   }
   const int count = mpi_count(out.data.numel(), "reduce_scatter");
   mpi_count(in.data.numel(), "reduce_scatter");

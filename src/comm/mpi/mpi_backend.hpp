@@ -73,6 +73,11 @@ class MpiBackend final : public Backend {
   /// all_reduce of a contiguous CPU tensor through shared memory, under the
   /// same deadline and report as every other collective.
   void shared_memory_all_reduce(at::Tensor& data, const at::Tensor& original, const AllReduceOptions& options);
+  /// Runs `collective` on the node's shared memory (one node, usable) under
+  /// the deadline and arrival board every collective has; completed work.
+  std::unique_ptr<Work> on_shared_memory(
+      const OperationLabel& label, const Timeout& timeout,
+      const std::function<SharedMemoryAllReduce::Outcome(const SharedMemoryAllReduce::Waiting&)>& collective);
 
   UniqueComm comm_;
   std::string group_;

@@ -262,29 +262,40 @@ bool SharedMemoryAllReduce::reduce_whole(at::Tensor& tensor, ReduceOp op, MPI_Da
   return true;
 }
 
-SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_scatter(at::Tensor& output, const at::Tensor& input,
-                                                                     ReduceOp op, const Waiting& waiting) {
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::in_rounds(int64_t block, int64_t width, const Waiting& waiting,
+                                                                const std::function<void(int64_t, int64_t)>& fill,
+                                                                const std::function<void(int64_t, int64_t)>& use) {
   entry_step_ = steps_;
-  const auto options = output.options();
-  const int64_t element = static_cast<int64_t>(output.element_size());
-  const int64_t block = output.numel();
-  // Each round carries `width` elements of every block, n × width in a slot.
-  const int64_t width = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / (element * local_size_));
-  const auto* in = static_cast<const std::byte*>(input.data_ptr());
-  auto* out = static_cast<std::byte*>(output.data_ptr());
   Outcome outcome;
   for (int64_t offset = 0; offset < block; offset += width, ++rounds_) {
     const int64_t count = std::min(width, block - offset);
+    fill(offset, count);
+    outcome.completed = synchronise(waiting, outcome.missing);
+    if (!outcome.completed) return outcome;
+    use(offset, count);
+  }
+  return outcome;
+}
+
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_scatter(at::Tensor& output, const at::Tensor& input,
+                                                                     ReduceOp op, const Waiting& waiting) {
+  const auto options = output.options();
+  const int64_t element = static_cast<int64_t>(output.element_size());
+  const int64_t block = output.numel();
+  const auto* in = static_cast<const std::byte*>(input.data_ptr());
+  auto* out = static_cast<std::byte*>(output.data_ptr());
+  // Each round carries `count` elements of every block, n × count in a slot:
+  // the other ranks' blocks, since this rank reads its own where it is.
+  const auto fill = [&](int64_t offset, int64_t count) {
     const auto bytes = static_cast<std::size_t>(count * element);
     std::byte* mine = slot(local_rank_, rounds_);
     for (int b = 0; b < local_size_; ++b) {
-      if (b == local_rank_) continue;  // this rank reads its own block where it is
-      std::memcpy(mine + static_cast<std::size_t>(b) * bytes, in + (b * block + offset) * element, bytes);
+      if (b != local_rank_) std::memcpy(mine + b * bytes, in + (b * block + offset) * element, bytes);
     }
-    outcome.completed = synchronise(waiting, outcome.missing);
-    if (!outcome.completed) return outcome;
-    // Every block's rows in rank order; as in reduce_whole, the next round
-    // writes the other slot and the one after waits for every reader.
+  };
+  // This rank's block from every rank, reduced in rank order into the output.
+  const auto use = [&](int64_t offset, int64_t count) {
+    const auto bytes = static_cast<std::size_t>(count * element);
     const auto source = [&](int r) -> const std::byte* {
       if (r == local_rank_) return in + (local_rank_ * block + offset) * element;
       return slot(r, rounds_) + static_cast<std::size_t>(local_rank_) * bytes;
@@ -295,9 +306,31 @@ SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_scatter(at::Tensor&
     at::Tensor result = view(out + offset * element);
     combine(result, view(source(0)), view(source(1)), op);
     for (int r = 2; r < local_size_; ++r) combine(result, result, view(source(r)), op);
-  }
-  if (op == ReduceOp::Avg) output.div_(group_size_);
+  };
+  const int64_t width = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / (element * local_size_));
+  const Outcome outcome = in_rounds(block, width, waiting, fill, use);
+  if (outcome.completed && op == ReduceOp::Avg) output.div_(group_size_);
   return outcome;
+}
+
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::all_gather(at::Tensor& output, const at::Tensor& input,
+                                                                 const Waiting& waiting) {
+  const int64_t element = static_cast<int64_t>(input.element_size());
+  const int64_t block = input.numel();
+  const auto* in = static_cast<const std::byte*>(input.data_ptr());
+  auto* out = static_cast<std::byte*>(output.data_ptr());
+  // Each round: this rank's `count` elements into its slot, then every
+  // rank's out of the slots (its own from where it is).
+  const auto fill = [&](int64_t offset, int64_t count) {
+    std::memcpy(slot(local_rank_, rounds_), in + offset * element, static_cast<std::size_t>(count * element));
+  };
+  const auto use = [&](int64_t offset, int64_t count) {
+    for (int r = 0; r < local_size_; ++r) {
+      const std::byte* source = r == local_rank_ ? in + offset * element : slot(r, rounds_);
+      std::memcpy(out + (r * block + offset) * element, source, static_cast<std::size_t>(count * element));
+    }
+  };
+  return in_rounds(block, std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / element), waiting, fill, use);
 }
 
 SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,

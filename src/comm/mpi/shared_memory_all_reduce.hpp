@@ -15,6 +15,9 @@
 // number of ranks on every node; otherwise, and with one rank per node,
 // create() returns nullptr and the caller keeps MPI's algorithm.
 //
+// reduce_scatter() and all_gather() use the same slots on one node, as the
+// two halves of the all-reduce (ZeRO stage 2's gradients and parameters).
+//
 // The segment is POSIX shared memory, unlinked as soon as every rank of the
 // node has mapped it: nothing is left behind if the job dies, and releasing
 // it is local (no collective in a destructor).
@@ -80,6 +83,13 @@ class SharedMemoryAllReduce {
   /// node (node_count() == 1) and usable().
   Outcome reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op, const Waiting& waiting);
 
+  /// All-gathers `input` (contiguous) into `output` (contiguous, n ×
+  /// input.numel() elements, rank r's block r-th). Per chunk, each rank
+  /// copies its block into its slot once and every rank copies every slot
+  /// out: one copy in and n out, against MPI's copies through its fifos.
+  /// Needs one node (node_count() == 1) and usable().
+  Outcome all_gather(at::Tensor& output, const at::Tensor& input, const Waiting& waiting);
+
   [[nodiscard]] bool usable() const { return !broken_; }
   [[nodiscard]] int node_size() const { return local_size_; }
   [[nodiscard]] int node_count() const { return node_count_; }
@@ -93,6 +103,14 @@ class SharedMemoryAllReduce {
   /// Reduces this rank's slice of the chunk into its slot, across nodes too.
   bool reduce_slice(std::byte* chunk, int64_t begin, int64_t end, const at::TensorOptions& options, ReduceOp op,
                     MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
+  /// `block` elements in rounds of `width`, one slot per rank each:
+  /// fill(offset, count) copies this rank's part of the round into its slot,
+  /// the node synchronises, then use(offset, count) reads the slots. The next
+  /// round writes the other slot, and the one after waits in its own
+  /// synchronisation for every reader of this one.
+  Outcome in_rounds(int64_t block, int64_t width, const Waiting& waiting,
+                    const std::function<void(int64_t, int64_t)>& fill,
+                    const std::function<void(int64_t, int64_t)>& use);
   /// A message of at most kWholeMessageBytes, in one round.
   bool reduce_whole(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting,
                     std::string& missing);
