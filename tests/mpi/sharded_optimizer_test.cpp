@@ -431,6 +431,20 @@ TEST_F(ShardedOptimizerTest, ATiedWeightListedTwiceIsSteppedOnceWithItsWholeGrad
   EXPECT_NE(message.find("is also in param group 0"), std::string::npos) << message;
 }
 
+// Net(9) under SGD, sharded in stage 2 over `group` in buckets of 10 floats,
+// reduced in backward or (in_backward false) all in step().
+struct Stage2Sgd {
+  Stage2Sgd(acc::ProcessGroup& group, bool in_backward)
+      : sgd(net->parameters(), torch::optim::SGDOptions(0.1)),
+        sharded(sgd, group,
+                {.stage = acc::ZeroStage::Gradients,
+                 .bucket_cap_mb = 40.0 / (1024 * 1024),
+                 .reduce_in_backward = in_backward}) {}
+  std::shared_ptr<Net> net = std::make_shared<Net>(9);
+  torch::optim::SGD sgd;
+  acc::ShardedOptimizer sharded;
+};
+
 // One backward in which odd ranks leave fc1 unused, then a collective before
 // step() (a loss all-reduce), which must meet its peers on every rank.
 void backward_with_fc1_unused_on_odd_ranks(Net& net, acc::ProcessGroup& group) {
@@ -473,12 +487,8 @@ TEST_F(ShardedOptimizerTest, AParameterUnusedOnOneRankLeavesNoCollectiveBehindBa
   // on every rank, so a collective made between backward and step() (a loss
   // all-reduce) meets its peers and the step is the one reduced in step().
   const auto run = [&](bool in_backward) {
-    auto net = std::make_shared<Net>(9);
-    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
-    acc::ShardedOptimizer sharded(sgd, *group,
-                                  {.stage = acc::ZeroStage::Gradients,
-                                   .bucket_cap_mb = 40.0 / (1024 * 1024),
-                                   .reduce_in_backward = in_backward});
+    Stage2Sgd trained(*group, in_backward);
+    auto& [net, sgd, sharded] = trained;
     for (int step = 0; step < 2; ++step) {
       backward_with_fc1_unused_on_odd_ranks(*net, *group);
       sharded.step();
@@ -494,12 +504,8 @@ TEST_F(ShardedOptimizerTest, ABackwardThatThrewLeavesTheNextOneLaunchingEverythi
   // After the step that follows, the next backward must queue its own, or a
   // rank that leaves fc1 unused would launch its buckets only in step().
   const auto run = [&](bool in_backward) {
-    auto net = std::make_shared<Net>(9);
-    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
-    acc::ShardedOptimizer sharded(sgd, *group,
-                                  {.stage = acc::ZeroStage::Gradients,
-                                   .bucket_cap_mb = 40.0 / (1024 * 1024),
-                                   .reduce_in_backward = in_backward});
+    Stage2Sgd trained(*group, in_backward);
+    auto& [net, sgd, sharded] = trained;
     const auto x = torch::full({2, 7}, 0.1 * (group->rank() + 1));
     auto hidden = net->fc2->forward(torch::tanh(net->fc1->forward(x)));
     hidden.register_hook([](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("injected"); });
