@@ -12,6 +12,12 @@
 //             (load only) every rank reads that file whole with read() at
 //             once: the least any load that leaves the whole state on every
 //             rank of one host can cost
+// On a virtual machine whose balloon driver reports free pages to the host
+// (Linux's page_reporting), memory the benchmark frees between sides (files
+// deleted, caches dropped) goes back to the host, and the next side to touch
+// it pays for the host to back it again: 2-3x slower writes into the page
+// cache, for whichever side comes next. run.sh turns reporting off for the
+// run where it may; the benchmark prints which way it ran.
 // Loads are measured warm (page cache) and, when running as root, cold
 // (after `echo 3 > /proc/sys/vm/drop_caches`). Peak extra memory of our save
 // is the rise of the peak RSS (VmHWM, reset through /proc/self/clear_refs)
@@ -99,6 +105,18 @@ long status_kib(const char* key) {
     if (line.rfind(key, 0) == 0) return std::stol(line.substr(std::strlen(key)));
   }
   return 0;
+}
+
+// Linux's free page reporting: blocks of 2^order pages that stay free are
+// handed back to the hypervisor. An order above the largest block (10) turns
+// it off. Empty when the kernel has none.
+std::string free_page_reporting() {
+  std::ifstream in("/sys/module/page_reporting/parameters/page_reporting_order");
+  int order = 0;
+  if (!(in >> order)) return "";
+  return order > 10 ? "off (page_reporting_order " + std::to_string(order) + ")"
+                    : "ON (page_reporting_order " + std::to_string(order) +
+                          "): freed memory returns to the host, and timings vary from round to round";
 }
 
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
@@ -338,6 +356,9 @@ int main(int argc, char** argv) {
       std::printf("  load, cold: not measured (dropping the page cache needs root); warm only\n");
     }
     std::printf("  reading threads per rank: %d (the cores the rank may run on)\n", read_threads);
+    if (const std::string reporting = free_page_reporting(); !reporting.empty()) {
+      std::printf("  free page reporting to the hypervisor: %s\n", reporting.c_str());
+    }
     std::printf("  peak extra memory during save: %.1f MiB = %.1f%% of the state\n", peak_extra_kib / 1024.0,
                 100.0 * peak_extra_kib * 1024.0 / static_cast<double>(bytes));
     if (!options.json.empty()) {

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/spare_core.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "detail/mpi_check.hpp"
@@ -68,12 +68,7 @@ ReadPlan plan_reads(const ReaderOptions& options, const DeadlineComm& comm) {
   if (options.read_threads > 0) {
     plan.threads = options.read_threads;
   } else {
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    const int allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 1;
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const long share = online > 0 ? online / host_size : 1;
-    plan.threads = static_cast<int>(std::clamp<long>(std::min<long>(allowed, share), 1, kMaxReadThreads));
+    plan.threads = std::min(cores_of_this_rank(host_size), kMaxReadThreads);
   }
   return plan;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "checkpoint/layout.hpp"
 #include "checkpoint/names.hpp"
 #include "checkpoint/parallel_file.hpp"
+#include "checkpoint/spare_core.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "checkpoint/timestamp.hpp"
@@ -60,6 +62,7 @@ struct CheckpointWriter::Impl {
   std::vector<std::uint64_t> assigned_bytes;  // per rank, for whole-dataset owners
   std::uint64_t written = 0;
   bool closed = false;
+  std::unique_ptr<SpareCore> spare;  // checksums beside the writes
 
   std::string where(std::string_view name) const { return options.file.string() + ":/" + std::string(name); }
 
@@ -101,6 +104,8 @@ CheckpointWriter::CheckpointWriter(const WriterOptions& options, const Checkpoin
   // Also the deadline barrier before H5Fcreate, which is collective inside
   // HDF5 and cannot time out: a rank that never comes is named here.
   require_same_on_all_ranks(s.comm, options.file.string(), "CheckpointWriter (file name)");
+  s.spare = std::make_unique<SpareCore>(
+      cores_of_this_rank(s.comm.ranks_on_this_host("CheckpointWriter (counting the ranks on each host)")));
   s.assigned_bytes.assign(static_cast<std::size_t>(s.size), 0);
   s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment},
                                 options.timeout);
@@ -158,7 +163,8 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
   const auto* base =
       static_cast<const std::byte*>(data.data_ptr()) + share.begin * static_cast<std::int64_t>(element_size);
   const std::uint64_t share_bytes = static_cast<std::uint64_t>(share.count) * element_size;
-  const std::uint32_t local_crc = crc32c(base, share_bytes);
+  std::uint32_t local_crc = 0;
+  SpareCore::Task checksum = s.spare->run([&] { local_crc = crc32c(base, share_bytes); }, share_bytes);
 
   Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
@@ -167,6 +173,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
         dataset, type.get(), dims, base, share.count,
         [&](hid_t space) { select_flat_range(space, dims, share.begin, share.count); }, name);
   }
+  checksum.wait();
   s.written += share_bytes;
   const std::uint32_t crc = combine_crc_in_rank_order(s.comm, local_crc, share_bytes);
   s.tag(dataset, name, data.scalar_type(), "replicated", crc);
@@ -193,6 +200,8 @@ void CheckpointWriter::write_pieces(std::string_view name, c10::ScalarType dtype
     checksums.push_back({piece.offset, piece.data.numel(),
                          crc32c(parts.back().data_ptr(), static_cast<std::size_t>(parts.back().nbytes()))});
   }
+  // The checksums are combined before the write: combining is also where a
+  // gap or overlap between the ranks' pieces is refused.
   const std::uint32_t crc = combine_piece_checksums(s.comm, checksums, total, element_size, s.where(name));
   const at::Tensor buffer = parts.empty() ? at::Tensor() : parts.size() == 1 ? parts.front() : at::cat(parts);
   const std::int64_t count = buffer.defined() ? buffer.numel() : 0;
@@ -221,7 +230,8 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
   std::vector<hsize_t> dims{static_cast<hsize_t>(s.size)};
   dims.insert(dims.end(), data.sizes().begin(), data.sizes().end());
 
-  const std::uint32_t row_crc = crc32c(data.data_ptr(), row_bytes);
+  std::uint32_t row_crc = 0;
+  SpareCore::Task checksum = s.spare->run([&] { row_crc = crc32c(data.data_ptr(), row_bytes); }, row_bytes);
   Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
   if (elements > 0) {
@@ -229,6 +239,7 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
         dataset, type.get(), dims, data.data_ptr(), elements, [&](hid_t space) { select_row(space, dims, s.rank); },
         name);
   }
+  checksum.wait();
   s.written += row_bytes;
   const std::vector<std::int64_t> row_crcs =
       all_gather(s.comm, row_crc, "write_per_rank (all-gather of the row checksums)");

@@ -20,6 +20,7 @@ target_sources(accelerate PRIVATE
   ${_checkpoint_dir}/safetensors_format.cpp
   ${_checkpoint_dir}/manifest.cpp
   ${_checkpoint_dir}/timestamp.cpp
+  ${_checkpoint_dir}/spare_core.cpp
 )
 # The JSON reader and writer (header-only, private; found in CMakeLists.txt).
 target_link_libraries(accelerate PRIVATE nlohmann_json::nlohmann_json)

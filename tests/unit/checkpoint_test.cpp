@@ -10,6 +10,9 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <sched.h>
+#include <thread>
+#include <unistd.h>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/constants.hpp"
@@ -18,6 +21,7 @@
 #include "accelerate/config.hpp"
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/json.hpp"
+#include "checkpoint/spare_core.hpp"
 #include "common/test_helpers.hpp"
 
 #if ACCELERATE_HAVE_HDF5
@@ -99,6 +103,57 @@ TEST(Crc32c, TheDefaultIsTheFastestMeasuredKernelAndNeverThePortableOneWhenThere
   if (kernels.size() > 1) EXPECT_NE(fastest, ckpt::detail::Crc32cKernel::Portable);
   std::cout << "[ INFO ] crc32c uses " << ckpt::detail::to_string(fastest) << '\n';
   EXPECT_EQ(ckpt::detail::crc32c("123456789", 9), 0xE3069283u);
+}
+
+// The writer checksums beside its writes on a second core: a task of 1 MiB
+// or more runs on the worker, and the caller cannot leave before it has run
+// (the bytes it reads belong to the caller).
+TEST(SpareCore, LargeWorkRunsOnTheWorkerAndIsWaitedForOnLeaving) {
+  ckpt::detail::SpareCore core(2);
+  ASSERT_TRUE(core.threaded());
+  std::thread::id ran_on;
+  bool done = false;
+  {
+    auto task = core.run(
+        [&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          ran_on = std::this_thread::get_id();
+          done = true;
+        },
+        std::size_t{1} << 20);
+  }  // no wait(): the destructor waits
+  EXPECT_TRUE(done);
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // Tasks one after another each see the last one's result.
+  std::vector<int> order;
+  for (int k = 0; k < 5; ++k) {
+    auto task = core.run([&order, k] { order.push_back(k); }, std::size_t{4} << 20);
+    task.wait();
+    task.wait();  // a second wait returns at once
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(SpareCore, RunsInTheCallersThreadWithOneCoreOrSmallWork) {
+  ckpt::detail::SpareCore single(1);
+  EXPECT_FALSE(single.threaded());
+  std::thread::id ran_on;
+  { auto task = single.run([&] { ran_on = std::this_thread::get_id(); }, std::size_t{64} << 20); }
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  ckpt::detail::SpareCore two(2);
+  ran_on = {};
+  { auto task = two.run([&] { ran_on = std::this_thread::get_id(); }, 4096); }
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(SpareCore, TheRanksOfAHostShareItsCores) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(ckpt::detail::cores_of_this_rank(1), std::min<long>(CPU_COUNT(&mask), online));
+  EXPECT_EQ(ckpt::detail::cores_of_this_rank(static_cast<int>(online)), 1);
+  EXPECT_EQ(ckpt::detail::cores_of_this_rank(static_cast<int>(online) * 4), 1);  // never none
 }
 
 TEST(Json, ParsesAndWritesManifestShapes) {
