@@ -114,6 +114,7 @@ std::string free_page_reporting() {
   std::ifstream in("/sys/module/page_reporting/parameters/page_reporting_order");
   int order = 0;
   if (!(in >> order)) return "";
+  if (order < 0) return "inactive (no balloon device)";
   return order > 10 ? "off (page_reporting_order " + std::to_string(order) + ")"
                     : "ON (page_reporting_order " + std::to_string(order) +
                           "): freed memory returns to the host, and timings vary from round to round";

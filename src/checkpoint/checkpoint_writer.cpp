@@ -230,14 +230,15 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
   std::vector<hsize_t> dims{static_cast<hsize_t>(s.size)};
   dims.insert(dims.end(), data.sizes().begin(), data.sizes().end());
 
+  // The pointer is taken here: the worker touches nothing but the bytes.
+  const void* const row = data.data_ptr();
   std::uint32_t row_crc = 0;
-  SpareCore::Task checksum = s.spare->run([&] { row_crc = crc32c(data.data_ptr(), row_bytes); }, row_bytes);
+  SpareCore::Task checksum = s.spare->run([&] { row_crc = crc32c(row, row_bytes); }, row_bytes);
   Datatype type = hdf5_type_of(data.scalar_type(), s.where(name));
   Dataset dataset = s.create_dataset(name, type.get(), dims);
   if (elements > 0) {
     s.write_selection(
-        dataset, type.get(), dims, data.data_ptr(), elements, [&](hid_t space) { select_row(space, dims, s.rank); },
-        name);
+        dataset, type.get(), dims, row, elements, [&](hid_t space) { select_row(space, dims, s.rank); }, name);
   }
   checksum.wait();
   s.written += row_bytes;

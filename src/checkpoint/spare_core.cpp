@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 namespace accelerate::checkpoint::detail {
@@ -23,7 +24,12 @@ int cores_of_this_rank(int ranks_on_this_host) noexcept {
 }
 
 SpareCore::SpareCore(int cores) {
-  if (cores >= 2) worker_ = std::thread([this] { serve(); });
+  if (cores < 2) return;
+  try {
+    worker_ = std::thread([this] { serve(); });
+  } catch (const std::system_error&) {
+    // No thread to be had (a process limit): the work runs inline, as with one core.
+  }
 }
 
 SpareCore::~SpareCore() {
