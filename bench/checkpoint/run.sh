@@ -15,7 +15,7 @@ bin=$build/bench/checkpoint/bench_checkpoint
 mpiexec=${MPIEXEC:-mpirun}
 cores=$(nproc)
 openmpi=0
-"$mpiexec" --version 2>&1 | grep -q "Open MPI" && openmpi=1
+grep -q "Open MPI" <<<"$("$mpiexec" --version 2>&1 || true)" && openmpi=1
 out=${OUT:-$build/bench/checkpoint}
 # A VM's balloon driver may hand freed guest memory back to the host (Linux's
 # free page reporting); the next write into the page cache then waits for the

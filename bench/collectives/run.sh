@@ -35,7 +35,7 @@ fi
 mkdir -p "$outdir"
 
 launcher_flags=()
-if "$mpiexec" --version 2>/dev/null | grep -q 'Open MPI'; then
+if grep -q 'Open MPI' <<<"$("$mpiexec" --version 2>/dev/null || true)"; then
   launcher_flags+=(--oversubscribe)
   [[ $(id -u) == 0 ]] && launcher_flags+=(--allow-run-as-root)
 fi

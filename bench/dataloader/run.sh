@@ -20,7 +20,7 @@ mpiexec=${MPIEXEC:-mpirun}
 [[ -x $exe ]] || { echo "run.sh: $exe not found; build the bench_dataloader target first" >&2; exit 2; }
 mkdir -p "$outdir"
 flags=()
-if "$mpiexec" --version 2>/dev/null | grep -q 'Open MPI'; then
+if grep -q 'Open MPI' <<<"$("$mpiexec" --version 2>/dev/null || true)"; then
   flags+=(--oversubscribe)
   [[ $(id -u) == 0 ]] && flags+=(--allow-run-as-root)
 fi

@@ -63,7 +63,7 @@ if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
 fi
 
 launcher_flags=()
-if "$mpiexec" --version 2>/dev/null | grep -q 'Open MPI'; then
+if grep -q 'Open MPI' <<<"$("$mpiexec" --version 2>/dev/null || true)"; then
   launcher_flags+=(--oversubscribe --bind-to none)
   [[ $(id -u) == 0 ]] && launcher_flags+=(--allow-run-as-root)
 fi

@@ -43,7 +43,10 @@ has_option --resume "${args[@]}" || args+=(--resume)
 
 launcher=${MPIRUN:-mpirun}
 read -r -a launcher_flags <<<"${MPIRUN_FLAGS:-}"
-if "$launcher" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+# The version text is read whole first: under pipefail, `--version | grep -q`
+# fails at random when grep stops reading before the launcher ends its output.
+launcher_version=$("$launcher" --version 2>&1 || true)
+if grep -q "Open MPI\|OpenRTE" <<<"$launcher_version"; then
   # More ranks than cores is fine for trying things out; as root Open MPI needs consent.
   launcher_flags=(--oversubscribe "${launcher_flags[@]}")
   [[ $(id -u) -ne 0 ]] || launcher_flags=(--allow-run-as-root "${launcher_flags[@]}")

@@ -163,7 +163,7 @@ for p in "${packages[@]}"; do
 done
 for f in ./*.deb; do
   name=$(dpkg-deb -f "$f" Package)
-  printf '%s\n' "${packages[@]}" | grep -qx -- "$name" || { echo "fetch_debs.sh: removing $f (no longer needed)" >&2; rm -f -- "$f"; }
+  grep -qxF -- "$name" <<<"$(printf '%s\n' "${packages[@]}")" || { echo "fetch_debs.sh: removing $f (no longer needed)" >&2; rm -f -- "$f"; }
 done
 
 {

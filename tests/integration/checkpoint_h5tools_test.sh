@@ -39,7 +39,7 @@ for text in 'ATTRIBUTE "format"' '"accelerate-hpc-checkpoint"' 'ATTRIBUTE "forma
   grep -qF "$text" <<<"$attributes" || fail "h5dump -A lacks '$text'"
 done
 # Data of a bf16 dataset is shown as numbers by h5dump (a 16-bit float type).
-h5dump -d /pytorch_model/fc2.weight -H "$file" | grep -q 'H5T_IEEE_F32LE\|32-bit\|16-bit\|H5T_FLOAT\|FLOAT' ||
+grep -q 'H5T_IEEE_F32LE\|32-bit\|16-bit\|H5T_FLOAT\|FLOAT' <<<"$(h5dump -d /pytorch_model/fc2.weight -H "$file")" ||
   fail "h5dump cannot describe the bfloat16 type"
 h5dump -d /pytorch_model/fc1.bias -c 4 "$file" >/dev/null || fail "h5dump cannot read a dataset"
 

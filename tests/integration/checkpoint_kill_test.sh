@@ -25,7 +25,7 @@ grep -q pausing "$log" || { echo "FAIL: the save never reached the pause"; cat "
 victim=$(grep -o "checkpoint_job pid [0-9]* rank $((n - 1))\$" "$log" | head -n1 | cut -d' ' -f3)
 [ -n "$victim" ] || { echo "FAIL: no pid for rank $((n - 1))"; cat "$log"; exit 1; }
 # The half-written checkpoint exists on disk at this point, under a staging name.
-ls -a "$dir" | grep -q '^\.checkpoint_1\.tmp-' || { echo "FAIL: no staging directory"; ls -a "$dir"; exit 1; }
+grep -q '^\.checkpoint_1\.tmp-' <<<"$(ls -a "$dir")" || { echo "FAIL: no staging directory"; ls -a "$dir"; exit 1; }
 kill -9 "$victim"
 status=0
 wait "$launcher" || status=$?

@@ -35,8 +35,11 @@ case "$launcher" in
     mpiexec=$1
     shift
     keep=()
+    # Read whole before grep: under pipefail, `--version | grep -q` fails at
+    # random when grep stops reading before mpiexec ends its output.
+    version=$("$mpiexec" --version 2>&1 || true)
     if [ "$launcher" = mpirun-survivors ]; then
-      if ! "$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+      if ! grep -q "Open MPI\|OpenRTE" <<<"$version"; then
         echo "ACCELERATE_TEST_SKIPPED: only Open MPI's mpirun can leave the survivors of a dead rank running"
         rm -rf "$work"
         exit 77
@@ -44,7 +47,7 @@ case "$launcher" in
       keep=(--enable-recovery)
     fi
     launch=(timeout 120 "$mpiexec" -n "$nprocs" "${keep[@]}" "$@")
-    if "$mpiexec" --version 2>&1 | grep -q "HYDRA"; then hydra=1; fi
+    if grep -q "HYDRA" <<<"$version"; then hydra=1; fi
     trap 'rm -rf "$work"' EXIT
     ;;
   srun)

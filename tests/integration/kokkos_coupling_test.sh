@@ -33,5 +33,5 @@ file=$work/split/checkpoints/checkpoint_1/state.h5
 listing=$(h5ls -r "$file")
 grep -q "^/custom_checkpoint_0/temperature *Dataset {$np, 66}" <<<"$listing" || fail "no per-rank temperature rows: $listing"
 grep -q "^/pytorch_model/fc1.weight" <<<"$listing" || fail "no model in the same file"
-h5dump -a /custom_checkpoint_0/layout "$file" | grep -q '"Kokkos::LayoutRight"' || fail "layout not recorded"
+grep -q '"Kokkos::LayoutRight"' <<<"$(h5dump -a /custom_checkpoint_0/layout "$file")" || fail "layout not recorded"
 echo "kokkos coupling on $np rank(s): OK"

@@ -39,7 +39,7 @@ script="$state_dir/job.sh"
 chmod +x "$script"
 job=$(sbatch --parsable -n 2 -o "$state_dir/job.out" "$script")
 for _ in $(seq 1 120); do
-  squeue -h -j "$job" 2>/dev/null | grep -q . || break
+  grep -q . <<<"$(squeue -h -j "$job" 2>/dev/null || true)" || break
   sleep 0.5
 done
 out=$(cat "$state_dir/job.out")
@@ -56,7 +56,7 @@ job_script="$here/../../jobs/hello_state/hello_state.sbatch"
 job=$(sbatch --parsable -n 2 -o "$state_dir/script.out" \
   --export=ALL,HELLO_STATE="$program",SRUN_MPI="$plugin" "$job_script")
 for _ in $(seq 1 120); do
-  squeue -h -j "$job" 2>/dev/null | grep -q . || break
+  grep -q . <<<"$(squeue -h -j "$job" 2>/dev/null || true)" || break
   sleep 0.5
 done
 out=$(cat "$state_dir/script.out")

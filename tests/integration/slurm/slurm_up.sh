@@ -31,7 +31,7 @@ APT_CMD=(apt-get -o DPkg::Lock::Timeout=900 install -y --no-install-recommends "
 # --- packages -------------------------------------------------------------
 missing=()
 for p in "${PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' \
+    grep -q '^install ok installed$' <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" \
         || missing+=("$p")
 done
 if ((${#missing[@]})); then
