@@ -20,6 +20,8 @@
 #include "accelerate/comm/work.hpp"
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
+#include "training/gradient_ready_hook.hpp"
+#include "training/shard_clipping.hpp"
 
 namespace accelerate {
 
@@ -45,22 +47,8 @@ AllReduceOptions maximum() {
   return max;
 }
 
-// LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
-using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
-
-// Runs after AccumulateGrad has updated a parameter's .grad.
-class GradientReadyHook final : public torch::autograd::FunctionPostHook {
- public:
-  explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    ready_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> ready_;
-};
+using training_detail::AccumulatorPtr;
+using training_detail::GradientReadyHook;
 
 }  // namespace
 
@@ -617,28 +605,10 @@ void ShardedOptimizer::reduce_gradients() {
 
 double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
   reduce_gradients();
-  torch::NoGradGuard no_grad;
-  const bool infinity = std::isinf(norm_type);
   // Padding holds zero gradients, so it adds nothing to either norm.
-  double local = 0;
-  for (const FlatGroup& flat : groups_) {
-    if (!flat.shard_grad.defined() || flat.shard_grad.numel() == 0) continue;  // a group of empty parameters
-    const at::Tensor grad = flat.shard_grad.to(at::kDouble);
-    local = infinity ? std::max(local, grad.abs().max().item<double>())
-                     : local + grad.abs().pow(norm_type).sum().item<double>();
-  }
-  at::Tensor total = at::full({1}, local, at::kDouble);
-  AllReduceOptions reduce;
-  reduce.op = infinity ? ReduceOp::Max : ReduceOp::Sum;
-  group_.all_reduce(total, reduce);
-  const double norm = infinity ? total.item<double>() : std::pow(total.item<double>(), 1.0 / norm_type);
-  const double coefficient = max_norm / (norm + 1e-6);  // torch's clip_grad_norm_ rule
-  if (coefficient < 1.0) {
-    for (FlatGroup& flat : groups_) {
-      if (flat.shard_grad.defined()) flat.shard_grad.mul_(coefficient);
-    }
-  }
-  return norm;
+  std::vector<at::Tensor> grads;
+  for (const FlatGroup& flat : groups_) grads.push_back(flat.shard_grad);
+  return training_detail::clip_norm_of_shards(grads, group_, max_norm, norm_type);
 }
 
 void ShardedOptimizer::clip_grad_value_(double clip_value) {

@@ -7,6 +7,8 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accelerator_options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/find_executable_batch_size.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_data_parallel_plugin.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_state.cpp
   ${CMAKE_CURRENT_LIST_DIR}/local_sgd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shard_clipping.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer.cpp)

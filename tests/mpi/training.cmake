@@ -24,6 +24,9 @@ endif()
 # mixed_precision "fp16" on the CPU through the Accelerator (LibTorch 2.5 and newer; skips on older).
 accelerate_add_mpi_test(accelerator_fp16_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_fp16_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training amp)
+# FullyShardedModel (ZeRO stage 3) against a reference trained on every rank's data in one process.
+accelerate_add_mpi_test(fully_sharded_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 120 LABELS training)
 # ShardedOptimizer (ZeRO stages 1 and 2) against DDP with the whole optimizer.
 accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)

@@ -1,0 +1,138 @@
+// FullyShardedModel: ZeRO stage 3 (FSDP's FULL_SHARD) over the children of
+// a torch::nn::Sequential, so that each of N ranks holds 1/N of the
+// parameters, of their gradients and of the optimizer state.
+//
+//   auto net = torch::nn::Sequential(torch::nn::Linear(784, 4096), torch::nn::ReLU(), ...);
+//   accelerate::FullyShardedModel model(net, *group);
+//   torch::optim::Adam adam(model.parameters(), 1e-3);   // the shards
+//   auto loss = loss_fn(model.forward(x), y);
+//   loss.backward();       // each unit's gradient reduce-scattered into its shard
+//   adam.step();           // steps this rank's shards: no collective
+//   adam.zero_grad();
+//
+// Units. Each child of the Sequential that has parameters is a unit; its
+// parameters, flattened in order and padded to a multiple of N, are one flat
+// space of which rank r owns the r-th 1/N, its shard: a leaf tensor that the
+// optimizer steps. Outside a unit's forward and backward its parameters keep
+// their shapes but hold no memory (their storage is resized to zero bytes).
+//
+// Forward. Before a unit runs, its shards are all-gathered into the
+// parameters' storage; after it ran, that storage is freed again. An autograd
+// function around the unit's output (identity in forward) gathers them once
+// more before the unit's backward. When the unit's last gradient has been
+// accumulated, its gradients are reduce-scattered (averaged over the group)
+// into the shard's .grad, added to what is there, and the whole gradients and
+// parameters are freed. So at any time a rank holds the whole parameters of
+// at most two units, and the whole gradients of one.
+//
+// Why the children of a Sequential: LibTorch's C++ modules have no forward
+// hooks, so the wrapper must call the units itself. A Sequential is the one
+// container whose forward is "each child in order", which it can replay.
+//
+// Limits (docs/sharding.md): one forward per backward (a second forward's
+// graph through a unit is refused in backward); a parameter may belong to one
+// unit only; a unit's parameters share one dtype and device, and are all
+// trainable or all frozen; buffers stay whole on every rank (broadcast from
+// rank 0 at construction, then local, as DistributedModel's are).
+// Collective: every rank calls forward() and backward together.
+#pragma once
+
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/ordered_dict.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accelerate/comm/process_group.hpp"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace accelerate {
+
+struct FullShardOptions {
+  /// Asked when a unit's gradients are complete: false makes this backward a
+  /// micro-step that only accumulates, its gradients kept whole on the
+  /// parameters until a backward where it is true (FSDP's no_sync). Unset:
+  /// every backward reduce-scatters.
+  std::function<bool()> sync_in_backward;
+};
+
+class FullyShardedModel {
+ public:
+  /// Broadcasts the parameters and buffers from rank 0, cuts each unit's
+  /// parameters into N shards, keeps this rank's, and frees the rest. Every
+  /// rank must pass the same model. Move or cast it before, not after.
+  /// ConfigError (on every rank) for a model that cannot be sharded this way.
+  FullyShardedModel(torch::nn::Sequential model, ProcessGroup& group, FullShardOptions options = {});
+  FullyShardedModel(const FullyShardedModel&) = delete;
+  FullyShardedModel& operator=(const FullyShardedModel&) = delete;
+  ~FullyShardedModel();
+
+  /// The Sequential's forward, each unit gathered around its own forward.
+  at::Tensor forward(const at::Tensor& input);
+
+  /// This rank's shards, one per unit with parameters, in unit order: what an
+  /// optimizer steps. Each has its unit's requires_grad.
+  [[nodiscard]] std::vector<at::Tensor> parameters() const;
+  /// Re-points an optimizer built over the model's own parameters (before
+  /// sharding) at the shards: each param group's parameters are replaced by
+  /// the shards of the units they belong to. Every parameter of a unit must
+  /// be in the same group, and the optimizer must not have stepped.
+  void shard_optimizer(torch::optim::Optimizer& optimizer) const;
+
+  /// Releases the shards' gradients (set_to_none) or zeroes them, and any
+  /// whole gradient a micro-step kept.
+  void zero_grad(bool set_to_none = true);
+  /// Clips the total norm of the gradient over every shard of every rank (the
+  /// norm of the whole averaged gradient) to `max_norm`; returns the norm
+  /// before clipping. Collective.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  /// Clamps every element of the averaged gradient to [-clip_value, clip_value].
+  void clip_grad_value_(double clip_value);
+
+  /// The whole model's parameters and buffers under the Sequential's names
+  /// ("0.weight", ...), gathered unit by unit into new tensors on every rank.
+  /// Collective; holds the whole model once.
+  [[nodiscard]] torch::OrderedDict<std::string, at::Tensor> full_state_dict();
+  /// Takes whole tensors under those names (every parameter and buffer must
+  /// be there, with its shape): each rank copies its shard's part. Local.
+  void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
+
+  [[nodiscard]] torch::nn::Sequential module() const { return model_; }
+  [[nodiscard]] std::size_t units() const noexcept;
+  /// Elements of all parameters, and of this rank's shards (padding included).
+  [[nodiscard]] std::int64_t total_elements() const noexcept;
+  [[nodiscard]] std::int64_t shard_elements() const noexcept;
+  /// Bytes of whole parameters held now: zero outside forward and backward.
+  [[nodiscard]] std::int64_t whole_parameter_bytes() const noexcept;
+  /// Bytes of whole gradients held now (on the parameters, not yet reduced).
+  [[nodiscard]] std::int64_t whole_gradient_bytes() const noexcept;
+
+ private:
+  struct Unit;
+  struct Hooks;
+  void before_unit_backward(std::size_t u);
+  void gather(Unit& unit);
+  void reshard(Unit& unit) noexcept;
+  void on_gradient_ready(std::size_t u, std::size_t p);
+  void launch_ready();
+  void reduce(Unit& unit);
+  void end_of_backward();
+  void reset_backward() noexcept;
+
+  torch::nn::Sequential model_;
+  ProcessGroup& group_;
+  FullShardOptions options_;
+  std::vector<Unit> units_;
+  std::vector<std::size_t> launch_order_;  // units with trainable parameters, last first: the same on every rank
+  std::size_t next_launch_ = 0;
+  bool backward_open_ = false;  // end_of_backward() is queued for the running backward
+  std::unique_ptr<Hooks> hooks_;
+};
+
+}  // namespace accelerate
