@@ -1,9 +1,9 @@
 // bench_sharded: memory and samples/s of ZeRO sharding (ShardedOptimizer,
-// stages 1 and 2) against DDP (DistributedModel with the whole optimizer) on
-// an MLP trained with Adam. Started with mpirun; rank 0 prints one JSON
+// stages 1 and 2; FullyShardedModel, stage 3) against DDP (DistributedModel
+// with the whole optimizer) on an MLP trained with Adam. Started with mpirun; rank 0 prints one JSON
 // object per run. run.sh runs every mode and PyTorch's Python peers.
 //
-//   bench_sharded --mode ddp|stage1|stage2 [--width 4096] [--layers 6]
+//   bench_sharded --mode ddp|stage1|stage2|stage3 [--width 4096] [--layers 6]
 //                 [--batch 16] [--steps 5] [--warmup 1] [--bucket-cap-mb 25]
 #include <CLI/CLI.hpp>
 #include <ATen/Parallel.h>
@@ -14,9 +14,11 @@
 #include <accelerate/comm/process_group.hpp>
 #include <accelerate/runtime/state.hpp>
 #include <accelerate/training/distributed_model.hpp>
+#include <accelerate/training/fully_sharded_model.hpp>
 #include <accelerate/training/sharded_optimizer.hpp>
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -40,9 +42,9 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   CLI::App app("ZeRO sharding against DDP: peak memory and samples/s on an MLP with Adam.", "bench_sharded");
-  app.add_option("--mode", a.mode, "ddp, stage1 or stage2")
+  app.add_option("--mode", a.mode, "ddp, stage1, stage2 or stage3")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ddp", "stage1", "stage2"}));
+      ->check(CLI::IsMember({"ddp", "stage1", "stage2", "stage3"}));
   app.add_option("--width", a.width, "features of every layer")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--layers", a.layers, "Linear(width, width) layers")
       ->capture_default_str()
@@ -85,26 +87,41 @@ int main(int argc, char** argv) {
   const int ranks = group->size();
   const auto system = bench::collect_system_info(state.world_comm());
 
+  // The whole gradients held while backward runs, sampled as the gradient
+  // reaches each layer's input: the parameters' .grad (DDP's buckets through
+  // the .grad views) and stage 2's bucket inputs not yet reduced.
+  double gradient_bytes_in_backward = 0;
+  std::function<void()> sample_gradients;
+  const auto relu_sampled = [&](const torch::Tensor& h) {
+    torch::Tensor r = torch::relu(h);
+    if (r.requires_grad()) r.register_hook([&](const torch::Tensor&) { sample_gradients(); });
+    return r;
+  };
+
   torch::manual_seed(1);
   auto net = std::make_shared<torch::nn::SequentialImpl>();
   std::vector<torch::nn::Linear> layers;
   for (int l = 0; l < args.layers; ++l) {
     layers.emplace_back(args.width, args.width);
     net->push_back(layers.back());
-    if (l + 1 < args.layers) net->push_back(torch::nn::ReLU());
+    if (l + 1 < args.layers) net->push_back(torch::nn::Functional(relu_sampled));
   }
   std::int64_t parameters = 0;
   for (const auto& p : net->parameters()) parameters += p.numel();
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-4));
+  // Stage 3 shards the parameters first; the optimizer is built over the shards.
+  std::unique_ptr<accelerate::FullyShardedModel> fully_sharded;
+  if (args.mode == "stage3") fully_sharded = std::make_unique<accelerate::FullyShardedModel>(torch::nn::Sequential(net), *group);
+  torch::optim::Adam adam(fully_sharded ? fully_sharded->parameters() : net->parameters(),
+                          torch::optim::AdamOptions(1e-4));
   std::unique_ptr<accelerate::DistributedModel> ddp;
   std::unique_ptr<accelerate::ShardedOptimizer> sharded;
-  if (args.mode != "stage2") {
+  if (args.mode == "ddp" || args.mode == "stage1") {
     ddp = std::make_unique<accelerate::DistributedModel>(
         net, *group,
         accelerate::DistributedDataParallelKwargs{.bucket_cap_mb = args.bucket_cap_mb,
                                                   .gradient_as_bucket_view = true});
   }
-  if (args.mode != "ddp") {
+  if (args.mode == "stage1" || args.mode == "stage2") {
     sharded = std::make_unique<accelerate::ShardedOptimizer>(
         adam, *group,
         accelerate::ShardingOptions{.stage = args.mode == "stage1" ? accelerate::ZeroStage::OptimizerState
@@ -115,11 +132,7 @@ int main(int argc, char** argv) {
   const auto x = torch::randn({args.batch, args.width});
   const auto y = torch::randn({args.batch, args.width});
   double gradient_bytes_after_step = 0;
-  // The whole gradients held while backward runs, sampled as the gradient
-  // reaches each layer's input: the parameters' .grad (DDP's buckets through
-  // the .grad views) and stage 2's bucket inputs not yet reduced.
-  double gradient_bytes_in_backward = 0;
-  const auto sample_gradients = [&] {
+  sample_gradients = [&] {
     double bytes = sharded ? static_cast<double>(sharded->bucket_input_bytes()) : 0.0;
     for (const auto& p : net->parameters()) {
       if (p.grad().defined()) bytes += static_cast<double>(p.grad().nbytes());
@@ -128,15 +141,7 @@ int main(int argc, char** argv) {
   };
   auto step = [&] {
     if (ddp) ddp->prepare_forward();
-    torch::Tensor h = x;
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      if (l > 0) {
-        h = torch::relu(h);
-        h.register_hook([&](const torch::Tensor&) { sample_gradients(); });
-      }
-      h = layers[l]->forward(h);
-    }
-    auto loss = torch::mse_loss(h, y);
+    auto loss = torch::mse_loss(fully_sharded ? fully_sharded->forward(x) : net->forward(x), y);
     loss.backward();
     sample_gradients();
     if (sharded) {
@@ -168,6 +173,15 @@ int main(int argc, char** argv) {
   const double state_bytes = max_over_ranks(optimizer_state_bytes(adam), state.world_comm());
   const double gradient_bytes = max_over_ranks(gradient_bytes_after_step, state.world_comm());
   const double gradient_peak = max_over_ranks(gradient_bytes_in_backward, state.world_comm());
+  // Parameters held between steps: the shards under stage 3, else the whole model.
+  double held = 0;
+  if (fully_sharded) {
+    held = static_cast<double>(fully_sharded->shard_elements()) * 4 +
+           static_cast<double>(fully_sharded->whole_parameter_bytes());
+  } else {
+    for (const auto& p : net->parameters()) held += static_cast<double>(p.nbytes());
+  }
+  const double parameter_bytes = max_over_ranks(held, state.world_comm());
 
   if (rank == 0) {
     std::ostringstream out;
@@ -175,7 +189,7 @@ int main(int argc, char** argv) {
     out << "{\"impl\":\"ours\",\"mode\":\"" << args.mode << "\",\"ranks\":" << ranks << ",\"parameters\":" << parameters
         << ",\"batch_per_rank\":" << args.batch << ",\"steps\":" << args.steps << ",\"seconds\":" << elapsed
         << ",\"samples_per_s\":" << static_cast<double>(args.steps * args.batch * ranks) / elapsed
-        << ",\"peak_rss_mb\":" << peak_rss / 1e6 << ",\"optimizer_state_mb\":" << state_bytes / 1e6
+        << ",\"peak_rss_mb\":" << peak_rss / 1e6 << ",\"parameter_mb\":" << parameter_bytes / 1e6 << ",\"optimizer_state_mb\":" << state_bytes / 1e6
         << ",\"gradient_mb_after_step\":" << gradient_bytes / 1e6
         << ",\"gradient_mb_in_backward\":" << gradient_peak / 1e6 << ",\"final_loss\":" << last.item<double>();
     for (const auto& [key, value] : system.entries) out << ",\"system " << key << "\":\"" << value << "\"";

@@ -4,8 +4,9 @@
 
 Ratios: samples/s against our DDP, optimizer state against our DDP's (the
 target is 1/N + 5 %), and each ZeRO side against PyTorch's same-stage peer
-(stage 1 against ZeroRedundancyOptimizer; PyTorch's stage 2 peer, FSDP's
-SHARD_GRAD_OP, needs a newer PyTorch with CPU FSDP and is not run).
+(stage 1 against ZeroRedundancyOptimizer; PyTorch's stage 2 and 3 peers,
+FSDP's SHARD_GRAD_OP and FULL_SHARD, need a newer PyTorch with CPU FSDP and
+are not run). Runs without parameter_mb (before stage 3) show a dash there.
 """
 import json
 import statistics
@@ -22,6 +23,9 @@ def main():
               "gradient_mb_in_backward"]
     medians = {key: {f: statistics.median(r[f] for r in group) for f in fields} | {"rounds": len(group)}
                for key, group in sides.items()}
+    for key, group in sides.items():
+        held = [r["parameter_mb"] for r in group if "parameter_mb" in r]
+        medians[key]["parameter_mb"] = statistics.median(held) if held else None
     ranks = runs[0]["ranks"] if runs else 0
     base = medians.get(("ours", "ddp"))
     peer = {("ours", "stage1"): ("pytorch", "zero1"), ("ours", "ddp"): ("pytorch", "ddp")}
@@ -29,10 +33,11 @@ def main():
              f"batch {runs[0]['batch_per_rank']} per rank; medians of {min(m['rounds'] for m in medians.values())} "
              "rounds", "",
              "| side | samples/s | ÷ our DDP | ÷ PyTorch same stage | peak RSS per rank (MB) | "
-             "optimizer state per rank (MB) | state ÷ DDP's | whole gradients in backward, most (MB) | "
+             "parameters per rank between steps (MB) | optimizer state per rank (MB) | state ÷ DDP's | whole gradients in backward, most (MB) | "
              "gradients kept after step (MB) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    order = [("ours", "ddp"), ("ours", "stage1"), ("ours", "stage2"), ("pytorch", "ddp"), ("pytorch", "zero1")]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    order = [("ours", "ddp"), ("ours", "stage1"), ("ours", "stage2"), ("ours", "stage3"), ("pytorch", "ddp"),
+             ("pytorch", "zero1")]
     for key in order:
         if key not in medians:
             continue
@@ -42,8 +47,9 @@ def main():
         if key in peer and peer[key] in medians:
             vs_peer = f"{m['samples_per_s'] / medians[peer[key]]['samples_per_s']:.2f}"
         state = f"{m['optimizer_state_mb'] / base['optimizer_state_mb']:.3f}" if base else "–"
+        held = f"{m['parameter_mb']:.1f}" if m["parameter_mb"] is not None else "–"
         lines.append(f"| {key[0]} {key[1]} | {m['samples_per_s']:.1f} | {vs_ddp} | {vs_peer} | "
-                     f"{m['peak_rss_mb']:.0f} | {m['optimizer_state_mb']:.1f} | {state} | "
+                     f"{m['peak_rss_mb']:.0f} | {held} | {m['optimizer_state_mb']:.1f} | {state} | "
                      f"{m['gradient_mb_in_backward']:.1f} | {m['gradient_mb_after_step']:.1f} |")
     text = "\n".join(lines) + "\n"
     print(text)

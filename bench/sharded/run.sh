@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ZeRO sharding against DDP, NP ranks x 1 thread: bench_sharded's ddp,
-# stage1 and stage2 (ShardedOptimizer) and PyTorch's Python DDP and
-# ZeroRedundancyOptimizer (gloo), same MLP, batch and Adam, ROUNDS times with
-# the order of the five rotated every round. Prints a table of medians and
+# stage1 and stage2 (ShardedOptimizer), stage3 (FullyShardedModel) and
+# PyTorch's Python DDP and ZeroRedundancyOptimizer (gloo), same MLP, batch
+# and Adam, ROUNDS times with the order of the six rotated every round. Prints a table of medians and
 # writes OUTDIR/sharded.{json,md} and the raw runs in OUTDIR/sharded_runs.jsonl.
 #
 #   bench/sharded/run.sh OUTDIR [options for every side: --width 4096 --layers 6 --batch 16 --steps 5]
@@ -19,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 outdir=$1
@@ -78,7 +78,7 @@ run() {  # impl mode
 }
 
 options=("$@")
-sides=("ours ddp" "ours stage1" "ours stage2" "pytorch ddp" "pytorch zero1")
+sides=("ours ddp" "ours stage1" "ours stage2" "ours stage3" "pytorch ddp" "pytorch zero1")
 status=0
 for round in $(seq 1 "$rounds"); do
   # Rotate: round r starts with side r, so no side always runs first or last.

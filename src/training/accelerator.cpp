@@ -5,6 +5,7 @@
 #include <torch/optim/schedulers/lr_scheduler.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "accelerate/runtime/logging.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
+#include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
 #include "detail/profile_range.hpp"
 
@@ -101,6 +103,34 @@ std::shared_ptr<State> require_state(std::shared_ptr<State> state) {
   }
   return state;
 }
+
+// Stage 3 models hold 1/N of their parameters. Checkpoints read and write
+// the modules' own parameters, so those are gathered whole for the duration;
+// after a load, each rank's part of them goes back into its shards.
+class WholeParameters {
+ public:
+  WholeParameters(const std::vector<std::shared_ptr<DistributedModel>>& models, bool write_back)
+      : write_back_(write_back), exceptions_(std::uncaught_exceptions()) {
+    for (const auto& model : models) {
+      if (FullyShardedModel* sharded = model->fully_sharded()) {
+        sharded->gather_full_parameters();
+        held_.push_back(sharded);
+      }
+    }
+  }
+  ~WholeParameters() {
+    // A load that failed part way leaves the shards as they were.
+    const bool write_back = write_back_ && std::uncaught_exceptions() == exceptions_;
+    for (FullyShardedModel* sharded : held_) sharded->release_full_parameters(write_back);
+  }
+  WholeParameters(const WholeParameters&) = delete;
+  WholeParameters& operator=(const WholeParameters&) = delete;
+
+ private:
+  bool write_back_;
+  int exceptions_;
+  std::vector<FullyShardedModel*> held_;
+};
 
 }  // namespace
 
@@ -190,7 +220,9 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   // optimizer reduce-scatters the gradients. The model's sync flag still says
   // which backward passes synchronise (accumulate(), no_sync()): the sharded
   // optimizer asks it.
-  model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients;
+  model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients && zero_stage_ != ZeroStage::Parameters;
+  // ZeRO stage 3: the model shards its parameters too, unit by unit.
+  model_options.shard_parameters = zero_stage_ == ZeroStage::Parameters;
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
   models_.push_back(model);
   return model;
@@ -201,7 +233,10 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                                                          [this](const AcceleratedOptimizer& stepped) {
                                                            count_optimizer_step(stepped);
                                                          });
-  if (zero_stage_) {
+  if (zero_stage_ == ZeroStage::Parameters) {
+    // Stage 3: the model holds the shards; the optimizer is re-pointed at them.
+    fully_sharded_model_for("prepare")->shard_optimizer(optimizer);
+  } else if (zero_stage_) {
     prepared->shard_with(std::make_shared<ShardedOptimizer>(
         optimizer, shard_group_ ? *shard_group_ : *world_,
         ShardingOptions{.stage = *zero_stage_,
@@ -296,9 +331,31 @@ ShardedOptimizer* Accelerator::sharded_optimizer_for(const char* call) {
   return optimizers_.front()->sharded();
 }
 
+FullyShardedModel* Accelerator::fully_sharded_model_for(const char* call) {
+  if (zero_stage_ != ZeroStage::Parameters) return nullptr;
+  std::vector<FullyShardedModel*> sharded;
+  for (const auto& model : models_) {
+    if (model->fully_sharded() != nullptr) sharded.push_back(model->fully_sharded());
+  }
+  if (sharded.size() != 1) {
+    throw ConfigError(detail::where() + " Accelerator::" + call + ": with FULL_SHARD, the parameters, gradients " +
+                      "and optimizer state live in the one prepared model's shards, and " +
+                      std::to_string(sharded.size()) +
+                      " models are prepared. Prepare one model, before its optimizer (prepare(model, optimizer) "
+                      "does).");
+  }
+  return sharded.front();
+}
+
 std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                                    double norm_type) {
   if (!gradient_state_.sync_gradients()) return std::nullopt;
+  // Stage 3: the gradients are in the model's shards since backward; as with
+  // FSDP, `parameters` is not consulted.
+  if (FullyShardedModel* sharded = fully_sharded_model_for("clip_grad_norm_")) {
+    unscale_gradients();
+    return sharded->clip_grad_norm_(max_norm, norm_type);
+  }
   // Sharded: the gradients are still local here; the optimizer reduces them
   // into its shards first and clips by the norm over all shards.
   if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_norm_")) {
@@ -311,6 +368,11 @@ std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!gradient_state_.sync_gradients()) return;
+  if (FullyShardedModel* sharded = fully_sharded_model_for("clip_grad_value_")) {
+    unscale_gradients();
+    sharded->clip_grad_value_(clip_value);
+    return;
+  }
   if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_value_")) {
     unscale_gradients();
     sharded->clip_grad_value_(clip_value);
@@ -376,8 +438,13 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   for (const auto& model : models_) refs.models.push_back(model->module().get());
   for (const auto& optimizer : optimizers_) {
     refs.optimizers.push_back(&optimizer->optimizer());
-    refs.optimizer_shards.push_back(
-        optimizer->sharded() != nullptr ? std::optional(optimizer->sharded()->shard_layout()) : std::nullopt);
+    if (optimizer->sharded() != nullptr) {
+      refs.optimizer_shards.emplace_back(optimizer->sharded()->shard_layout());
+    } else if (FullyShardedModel* sharded = fully_sharded_model_for("save_state")) {
+      refs.optimizer_shards.emplace_back(sharded->shard_layout(optimizer->optimizer()));
+    } else {
+      refs.optimizer_shards.emplace_back(std::nullopt);
+    }
   }
   for (const auto& scheduler : schedulers_) {
     refs.schedulers.push_back({[scheduler] {
@@ -407,6 +474,7 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
 
 std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
   ACCELERATE_PROFILE_RANGE("accelerate::save_state");
+  const WholeParameters whole(models_, /*write_back=*/false);
   return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(),
                                          {.step = step_,
                                           .mixed_precision = std::string(to_string(settings_.mixed_precision))});
@@ -415,6 +483,7 @@ std::filesystem::path Accelerator::save_state(const std::optional<std::filesyste
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
                                                         bool strict) {
   ACCELERATE_PROFILE_RANGE("accelerate::load_state");
+  const WholeParameters whole(models_, /*write_back=*/true);
   return checkpoint::load_training_state(*state_, project_, input_dir, checkpoint_refs(), strict);
 }
 
@@ -442,6 +511,8 @@ void Accelerator::register_for_checkpointing(checkpoint::TensorState state) {
 
 void Accelerator::save_model(const DistributedModel& model, const std::filesystem::path& directory,
                              std::uint64_t max_shard_size, bool safe_serialization) {
+  FullyShardedModel* const sharded = model.fully_sharded();
+  if (sharded != nullptr) sharded->gather_full_parameters();  // collective: every rank is here
   std::string problem;
   if (is_main_process()) {
     try {
@@ -454,6 +525,7 @@ void Accelerator::save_model(const DistributedModel& model, const std::filesyste
       problem = error.what();
     }
   }
+  if (sharded != nullptr) sharded->release_full_parameters(/*write_back=*/false);
   c10::IValue shared(problem);
   world_->broadcast_object(shared);
   if (!shared.toStringRef().empty()) throw Error("save_model on the main process failed: " + shared.toStringRef());

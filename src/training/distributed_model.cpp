@@ -2,12 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include <sstream>
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/format.hpp"
+#include "accelerate/training/fully_sharded_model.hpp"
 #include "training/gradient_reducer.hpp"
 
 namespace accelerate {
@@ -183,7 +185,20 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
     }
   }
 
-  if (!options.reduce_gradients) {
+  if (options.shard_parameters) {
+    auto sequential = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_);
+    if (!sequential) {
+      // Every rank wraps the same type of module, so every rank refuses.
+      throw ConfigError(detail::where() +
+                        " DistributedModel: sharding the parameters (FULL_SHARD, ZeRO stage 3) needs the model to be "
+                        "a torch::nn::Sequential, whose children are the units gathered one at a time; this one is "
+                        "not. Build the model as a Sequential, or use SHARD_GRAD_OP (docs/sharding.md).");
+    }
+    fully_sharded_ =
+        std::make_unique<FullyShardedModel>(torch::nn::Sequential(std::move(sequential)), group_,
+                                            FullShardOptions{.sync_in_backward = [this] { return local_sync_; }});
+  }
+  if (!options.reduce_gradients || options.shard_parameters) {
     local_names_ = std::move(names);
     return;
   }
@@ -202,6 +217,15 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
 }
 
 DistributedModel::~DistributedModel() = default;
+
+at::Tensor DistributedModel::forward_sharded(const at::Tensor& input) { return fully_sharded_->forward(input); }
+
+void DistributedModel::refuse_unsharded_forward() const {
+  throw ConfigError(detail::where() +
+                    " DistributedModel: this model's parameters are sharded (FULL_SHARD), and its forward runs "
+                    "through FullyShardedModel, which takes one tensor through a torch::nn::Sequential. Call it as "
+                    "model(x) on the prepared Sequential with one input tensor.");
+}
 
 void DistributedModel::prepare_forward() {
   group_watch_.check("DistributedModel::forward");

@@ -22,12 +22,13 @@ std::optional<ZeroStage> zero_stage_of(const FullyShardedDataParallelPlugin& plu
     return ZeroStage::Gradients;
   }
   if (name == "NO_SHARD" || name == "3") return std::nullopt;
-  if (name == "FULL_SHARD" || name == "1" || name == "HYBRID_SHARD" || name == "4") {
+  if (name == "FULL_SHARD" || name == "1") return ZeroStage::Parameters;
+  if (name == "HYBRID_SHARD" || name == "4") {
     throw ConfigError(detail::where() + " FullyShardedDataParallelPlugin: sharding_strategy '" +
                       plugin.sharding_strategy +
-                      "' shards the parameters too (ZeRO stage 3), which is not built yet. Use \"SHARD_GRAD_OP\" "
-                      "(optimizer state and gradients sharded), \"HYBRID_SHARD_ZERO2\" (the same within each node) "
-                      "or \"NO_SHARD\" (docs/sharding.md).");
+                      "' shards the parameters within each node and replicates them across nodes, which is not "
+                      "built. Use \"FULL_SHARD\" (everything sharded over every rank) or \"HYBRID_SHARD_ZERO2\" "
+                      "(optimizer state and gradients sharded within each node) (docs/sharding.md).");
   }
   throw ConfigError(
       detail::where() + " FullyShardedDataParallelPlugin: sharding_strategy '" + plugin.sharding_strategy +

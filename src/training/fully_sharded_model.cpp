@@ -262,7 +262,7 @@ void FullyShardedModel::gather(Unit& unit) {
 }
 
 void FullyShardedModel::reshard(Unit& unit) noexcept {
-  if (group_.size() == 1 || !unit.gathered) return;
+  if (group_.size() == 1 || !unit.gathered || full_) return;
   free_storage(unit.whole);
   unit.gathered = false;
 }
@@ -476,6 +476,57 @@ void FullyShardedModel::load_full_state_dict(const torch::OrderedDict<std::strin
   for (const auto& named : model_->named_buffers(/*recurse=*/true)) {
     named.value().detach().copy_(value_of(named.key(), named.value().sizes()));
   }
+}
+
+void FullyShardedModel::gather_full_parameters() {
+  torch::NoGradGuard no_grad;
+  for (Unit& unit : units_) gather(unit);
+  full_ = true;
+}
+
+void FullyShardedModel::release_full_parameters(bool write_back) {
+  torch::NoGradGuard no_grad;
+  full_ = false;
+  for (Unit& unit : units_) {
+    if (write_back && group_.size() > 1 && unit.gathered) {
+      unit.shard.detach().copy_(unit.whole.narrow(0, group_.rank() * unit.slice, unit.slice));
+    }
+    reshard(unit);
+  }
+}
+
+checkpoint::ShardLayout FullyShardedModel::shard_layout(const torch::optim::Optimizer& optimizer) const {
+  std::map<const c10::TensorImpl*, std::size_t> unit_of_shard;
+  for (std::size_t u = 0; u < units_.size(); ++u) unit_of_shard.emplace(units_[u].shard.unsafeGetTensorImpl(), u);
+  checkpoint::ShardLayout layout;
+  layout.world_size = group_.size();
+  const std::int64_t rank = group_.rank();
+  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+    const auto& params = optimizer.param_groups()[g].params();
+    checkpoint::ShardLayout::Group group;
+    for (std::size_t t = 0; t < params.size(); ++t) {
+      const auto found = unit_of_shard.find(params[t].unsafeGetTensorImpl());
+      if (found == unit_of_shard.end()) {
+        full_shard_error("param group " + std::to_string(g) +
+                         " steps a tensor that is not one of this model's shards. Re-point the optimizer with "
+                         "shard_optimizer, or build it over FullyShardedModel::parameters().");
+      }
+      // The shard of unit u stands for the unit's parameters, in order; this
+      // rank's runs of them are its part of the flat space.
+      const Unit& unit = units_[found->second];
+      const std::int64_t begin = rank * unit.slice;
+      const std::int64_t end = begin + unit.slice;
+      for (std::size_t p = 0; p < unit.parameters.size(); ++p) {
+        const std::size_t index = group.parameters.size();
+        group.parameters.push_back(unit.parameters[p]);
+        const std::int64_t from = std::max(begin, unit.offsets[p]);
+        const std::int64_t to = std::min(end, unit.offsets[p + 1]);
+        if (from < to) group.pieces.push_back({index, from - unit.offsets[p], to - from, t, from - begin});
+      }
+    }
+    layout.groups.push_back(std::move(group));
+  }
+  return layout;
 }
 
 std::size_t FullyShardedModel::units() const noexcept { return units_.size(); }

@@ -136,6 +136,11 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
         "the optimizer has already stepped (it holds state for the whole parameters). Shard it before "
         "its first step.");
   }
+  if (options.stage == ZeroStage::Parameters) {
+    sharding_error(
+        "stage 3 shards the parameters, which an optimizer does not hold; shard the model with "
+        "FullyShardedModel and build the optimizer over its parameters().");
+  }
   if (!(options.bucket_cap_mb > 0)) {
     sharding_error("bucket_cap_mb is " + std::to_string(options.bucket_cap_mb) + "; it must be positive.");
   }

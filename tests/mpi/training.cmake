@@ -35,6 +35,10 @@ if(ACCELERATE_HAVE_HDF5)
   # Sharded optimizer state saved whole, resumed under other shardings and rank counts.
   accelerate_add_mpi_test(sharded_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_checkpoint_test.cpp
                           NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint)
+  # FULL_SHARD (FullyShardedModel) through the Accelerator against NO_SHARD, resumed across shardings.
+  accelerate_add_mpi_test(accelerator_full_shard_test
+                          SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_full_shard_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)
   accelerate_add_mpi_test(accelerator_sharding_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_sharding_test.cpp
                           NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)

@@ -64,6 +64,7 @@ class LRScheduler;
 namespace accelerate {
 
 class ShardedOptimizer;
+class FullyShardedModel;
 
 class GradScaler;
 
@@ -409,6 +410,9 @@ class Accelerator {
   /// With sharding: the one prepared optimizer's ShardedOptimizer (ConfigError
   /// naming `call` for several); without: nullptr.
   ShardedOptimizer* sharded_optimizer_for(const char* call);
+  /// With FULL_SHARD: the one prepared model's FullyShardedModel (ConfigError
+  /// naming `call` for none or several); without: nullptr.
+  FullyShardedModel* fully_sharded_model_for(const char* call);
 
   AcceleratorOptions options_;
   ResolvedSettings settings_;

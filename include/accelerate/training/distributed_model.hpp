@@ -23,6 +23,11 @@
 // Inside no_sync() (or with require_backward_grad_sync == false) gradients
 // accumulate locally and nothing is communicated; the next synchronising
 // backward reduces the accumulated gradients.
+//
+// With shard_parameters (ZeRO stage 3, the Accelerator's FULL_SHARD) the
+// module, a torch::nn::Sequential, is run through a FullyShardedModel that
+// holds 1/N of its parameters; forward<torch::nn::SequentialImpl>(x) goes
+// through it (docs/sharding.md).
 #pragma once
 
 #include <c10/core/DeviceType.h>
@@ -43,11 +48,13 @@
 
 namespace torch::nn {
 class Module;
-}
+class SequentialImpl;
+}  // namespace torch::nn
 
 namespace accelerate {
 
 class ProcessGroup;
+class FullyShardedModel;
 
 namespace detail {
 class GradientReducer;
@@ -79,6 +86,11 @@ struct DistributedModelOptions {
   /// autocast; gradients stay local and no gradient buckets are allocated
   /// (ZeRO stage 2, whose ShardedOptimizer reduces them).
   bool reduce_gradients = true;
+  /// ZeRO stage 3: shard the parameters too, unit by unit over the module's
+  /// children, which must be a torch::nn::Sequential (FullyShardedModel;
+  /// ConfigError otherwise). Gradients are then reduce-scattered into the
+  /// shards in backward, and reduce_gradients is ignored.
+  bool shard_parameters = false;
 };
 
 /// Per-bucket counters (cumulative since construction or reset_counters()).
@@ -125,10 +137,18 @@ class DistributedModel {
   template <typename Net, typename... Args>
   auto forward(Args&&... args) {
     prepare_forward();
-    if (!autocast_dtype_) return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+    const auto run = [&] {
+      if constexpr (std::is_same_v<Net, torch::nn::SequentialImpl> && sizeof...(Args) == 1) {
+        if (fully_sharded_) return forward_sharded(std::forward<Args>(args)...);
+      } else {
+        if (fully_sharded_) refuse_unsharded_forward();
+      }
+      return module_as<Net>().forward(std::forward<Args>(args)...);
+    };
+    if (!autocast_dtype_) return run();
     auto output = [&] {
       AutocastGuard autocast(autocast_device_, *autocast_dtype_, autocast_kwargs_);
-      return static_cast<Net&>(*module_).forward(std::forward<Args>(args)...);
+      return run();
     }();
     if (convert_outputs_to_fp32_) output = outputs_to_fp32(std::move(output));
     return output;
@@ -175,6 +195,8 @@ class DistributedModel {
   [[nodiscard]] std::vector<std::vector<std::size_t>> bucket_assignment() const;
   [[nodiscard]] GradientReducerCounters counters() const;
   void reset_counters();
+  /// The stage 3 sharding of the module (shard_parameters), or nullptr.
+  [[nodiscard]] FullyShardedModel* fully_sharded() const noexcept { return fully_sharded_.get(); }
 
  private:
   std::shared_ptr<torch::nn::Module> module_;
@@ -198,7 +220,22 @@ class DistributedModel {
   c10::DeviceType autocast_device_ = c10::DeviceType::CPU;
   AutocastKwargs autocast_kwargs_;
   bool convert_outputs_to_fp32_ = true;
+  // The module as its concrete type: a static_cast, or a dynamic_cast where
+  // Net derives from Module virtually (torch::nn::Sequential and the other
+  // Cloneable modules).
+  template <typename Net>
+  Net& module_as() const {
+    if constexpr (requires(torch::nn::Module & base) { static_cast<Net&>(base); }) {
+      return static_cast<Net&>(*module_);
+    } else {
+      return dynamic_cast<Net&>(*module_);
+    }
+  }
+  at::Tensor forward_sharded(const at::Tensor& input);
+  [[noreturn]] void refuse_unsharded_forward() const;
+
   std::unique_ptr<detail::GradientReducer> reducer_;  // null without reduce_gradients
+  std::unique_ptr<FullyShardedModel> fully_sharded_;  // shard_parameters
   std::vector<std::string> local_names_;              // parameter_names() without a reducer
   bool local_sync_ = true;                            // require_backward_grad_sync without a reducer
 };

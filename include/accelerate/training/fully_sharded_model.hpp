@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/checkpoint/shard_layout.hpp"
 #include "accelerate/comm/process_group.hpp"
 
 namespace torch::optim {
@@ -103,6 +104,22 @@ class FullyShardedModel {
   /// be there, with its shape): each rank copies its shard's part. Local.
   void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
 
+  /// Gathers every unit's whole parameters into the module's own parameters
+  /// and keeps them there until release_full_parameters() (FSDP's
+  /// summon_full_params): for code that reads or writes the module directly,
+  /// such as checkpoints. Holds the whole model once. Collective.
+  void gather_full_parameters();
+  /// Frees them again. With `write_back`, each rank first copies its shard's
+  /// part of the whole parameters (as they are now) into its shard, so that
+  /// what was loaded into the module is trained from. Local.
+  void release_full_parameters(bool write_back);
+
+  /// How the shards that `optimizer` steps (after shard_optimizer, or built
+  /// over parameters()) map to the model's parameters: what checkpoints use
+  /// to store its state as whole per-parameter tensors, in pieces, as they do
+  /// for ShardedOptimizer. ConfigError if it steps anything but the shards.
+  [[nodiscard]] checkpoint::ShardLayout shard_layout(const torch::optim::Optimizer& optimizer) const;
+
   [[nodiscard]] torch::nn::Sequential module() const { return model_; }
   [[nodiscard]] std::size_t units() const noexcept;
   /// Elements of all parameters, and of this rank's shards (padding included).
@@ -132,6 +149,7 @@ class FullyShardedModel {
   std::vector<std::size_t> launch_order_;  // units with trainable parameters, last first: the same on every rank
   std::size_t next_launch_ = 0;
   bool backward_open_ = false;  // end_of_backward() is queued for the running backward
+  bool full_ = false;           // gather_full_parameters(): every unit stays whole
   std::unique_ptr<Hooks> hooks_;
 };
 

@@ -58,6 +58,7 @@ namespace accelerate {
 enum class ZeroStage {
   OptimizerState = 1,  ///< stage 1: optimizer state (gradients averaged by DistributedModel)
   Gradients = 2,       ///< stage 2: optimizer state and gradients (local gradients reduce-scattered)
+  Parameters = 3,      ///< stage 3: the parameters too; FullyShardedModel, not ShardedOptimizer
 };
 
 struct ShardingOptions {

@@ -1,0 +1,189 @@
+// FULL_SHARD (ZeRO stage 3) through the Accelerator at 1, 2 and 4 ranks: a
+// Sequential prepared with fsdp_plugin FULL_SHARD trains with gradient
+// accumulation to where NO_SHARD ends, each rank holding 1/N of the
+// parameters and of Adam's state; clipping returns NO_SHARD's norms;
+// bf16 ends where NO_SHARD's bf16 ends; save_state/load_state resume
+// bit-identically, and the checkpoint resumes under NO_SHARD and
+// SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD) within rounding; a
+// model that is not a Sequential, and HYBRID_SHARD, are refused with reasons.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accelerate/error.hpp"
+#include "accelerate/training/accelerator.hpp"
+#include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
+#include "accelerate/training/fully_sharded_model.hpp"
+#include "common/ends_where.hpp"
+#include "common/gpu_skip.hpp"
+#include "common/test_helpers.hpp"
+
+// A namespace of this file's own: the test bundle compiles several test files as one
+// translation unit (cmake/AccelerateAddTest.cmake).
+namespace ACCELERATE_TEST_FILE_ID {
+
+namespace {
+
+namespace acc = accelerate;
+namespace fs = std::filesystem;
+using acc::testing::world_rank;
+using acc::testing::world_size;
+
+class AcceleratorFullShard : public acc::testing::DefaultDeviceTest {};
+
+// 9*17+17 = 170 and 17*2+2 = 36 parameters in two units.
+torch::nn::Sequential make_net() {
+  torch::manual_seed(21);
+  return torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
+}
+
+constexpr int kMicroSteps = 8;  // 4 optimizer steps with 2 micro-steps each
+
+// This rank's micro-batch `i` of fixed global data.
+std::pair<torch::Tensor, torch::Tensor> batch(int i) {
+  torch::manual_seed(1000 + i);
+  const auto x = torch::randn({4 * world_size(), 9});
+  const auto y = torch::randn({4 * world_size(), 2});
+  return {x.narrow(0, 4 * world_rank(), 4), y.narrow(0, 4 * world_rank(), 4)};
+}
+
+acc::AcceleratorOptions options(const std::string& strategy, std::optional<std::string> precision = std::nullopt) {
+  acc::AcceleratorOptions o;
+  o.mixed_precision = std::move(precision);
+  o.gradient_accumulation_steps = 2;
+  o.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
+  return o;
+}
+
+struct TrainingRun {
+  std::vector<torch::Tensor> parameters;  // the whole model, in the Sequential's order
+  std::vector<double> norms;
+  std::int64_t shard_elements = 0;
+  std::int64_t state_elements = 0;
+};
+
+// Micro-steps [from, to): first loads `resume_from`, at the end saves to
+// `save_to`; with `clip`, SGD and clip_grad_norm_ before every step (Adam
+// hides a uniformly scaled gradient), else Adam.
+TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
+                  const std::optional<fs::path>& resume_from = std::nullopt, bool clip = false,
+                  std::optional<std::string> precision = std::nullopt) {
+  acc::Accelerator accelerator(options(strategy, std::move(precision)));
+  auto net = make_net();
+  std::unique_ptr<torch::optim::Optimizer> chosen;
+  if (clip) {
+    chosen = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  } else {
+    chosen = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.01));
+  }
+  auto [model, optimizer] = accelerator.prepare(net, *chosen);
+  if (resume_from) accelerator.load_state(*resume_from);
+  TrainingRun run;
+  for (int i = from; i < to; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    const auto [x, y] = batch(i);
+    accelerator.backward(torch::mse_loss(model(x), y));
+    if (clip) {
+      if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 0.05)) run.norms.push_back(*norm);
+    }
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  if (save_to) accelerator.save_state(*save_to);
+  if (acc::FullyShardedModel* sharded = model->fully_sharded()) {
+    for (const auto& item : sharded->full_state_dict()) run.parameters.push_back(item.value());
+    run.shard_elements = sharded->shard_elements();
+    EXPECT_EQ(sharded->whole_parameter_bytes(), 0) << "save_state left the parameters whole";
+  } else {
+    for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
+  }
+  for (const auto& [key, state] : chosen->state()) {
+    if (clip) break;
+    const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
+    run.state_elements += s.exp_avg().numel() + s.exp_avg_sq().numel();
+  }
+  return run;
+}
+
+// `run` ends where `reference` ends, within rounding, the same on every rank.
+void expect_ends_where(const TrainingRun& run, const TrainingRun& reference, double rtol = 1e-5, double atol = 1e-6) {
+  acc::testing::expect_ends_where(run.parameters, reference.parameters, rtol, atol);
+}
+
+TEST_F(AcceleratorFullShard, EndsWhereNoShardEndsHoldingAShardOfEverything) {
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
+  const TrainingRun sharded = train("FULL_SHARD", 0, kMicroSteps);
+  expect_ends_where(sharded, ddp);
+  const int n = world_size();
+  EXPECT_EQ(sharded.shard_elements, (170 + n - 1) / n + (36 + n - 1) / n);
+  EXPECT_EQ(ddp.state_elements, 2 * 206);
+  EXPECT_EQ(sharded.state_elements, 2 * sharded.shard_elements);
+  EXPECT_EQ(train("1", 0, 2).parameters.size(), ddp.parameters.size());  // Accelerate's number for FULL_SHARD
+}
+
+TEST_F(AcceleratorFullShard, ClipsByTheNormOfTheWholeGradient) {
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, /*clip=*/true);
+  const TrainingRun sharded = train("FULL_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, /*clip=*/true);
+  expect_ends_where(sharded, ddp);
+  ASSERT_EQ(sharded.norms.size(), ddp.norms.size());
+  ASSERT_EQ(ddp.norms.size(), 4U);
+  for (std::size_t k = 0; k < ddp.norms.size(); ++k) EXPECT_NEAR(sharded.norms[k], ddp.norms[k], 1e-5 * ddp.norms[k]);
+  EXPECT_GT(ddp.norms[0], 0.05);  // the clip was active
+}
+
+TEST_F(AcceleratorFullShard, Bf16EndsWhereNoShardBf16Ends) {
+  // Autocast runs each unit's forward in bf16 over the fp32 shards gathered:
+  // the same computation as NO_SHARD's, up to the reduction order.
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, false, "bf16");
+  const TrainingRun sharded = train("FULL_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, false, "bf16");
+  expect_ends_where(sharded, ddp, 1e-3, 1e-4);
+  const TrainingRun fp32 = train("FULL_SHARD", 0, kMicroSteps);
+  EXPECT_FALSE(torch::allclose(sharded.parameters[0], fp32.parameters[0], 1e-5, 1e-6)) << "bf16 did not apply";
+}
+
+TEST_F(AcceleratorFullShard, ResumesBitIdenticallyAndAcrossShardings) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_resume");
+  const TrainingRun uninterrupted = train("FULL_SHARD", 0, kMicroSteps);
+  (void)train("FULL_SHARD", 0, kMicroSteps / 2, dir / "full");
+  const TrainingRun resumed = train("FULL_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "full");
+  ASSERT_EQ(resumed.parameters.size(), uninterrupted.parameters.size());
+  for (std::size_t i = 0; i < uninterrupted.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed.parameters[i], uninterrupted.parameters[i])) << "parameter " << i;
+  }
+  // The file holds whole tensors: it resumes without sharding, and an
+  // unsharded run's file resumes sharded.
+  expect_ends_where(train("NO_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "full"), uninterrupted);
+  expect_ends_where(train("SHARD_GRAD_OP", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "full"), uninterrupted);
+  (void)train("NO_SHARD", 0, kMicroSteps / 2, dir / "none");
+  expect_ends_where(train("FULL_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "none"), uninterrupted);
+  acc::testing::remove_shared_directory(dir);
+}
+
+struct NotSequential : torch::nn::Module {
+  NotSequential() { fc = register_module("fc", torch::nn::Linear(9, 2)); }
+  torch::Tensor forward(const torch::Tensor& x) { return fc->forward(x); }
+  torch::nn::Linear fc{nullptr};
+};
+
+TEST_F(AcceleratorFullShard, RefusesWhatItCannotShardWithTheReason) {
+  acc::Accelerator accelerator(options("FULL_SHARD"));
+  auto message = acc::testing::error_of([&] { (void)accelerator.prepare(std::make_shared<NotSequential>()); });
+  EXPECT_NE(message.find("torch::nn::Sequential"), std::string::npos) << message;
+  message = acc::testing::error_of([] { acc::Accelerator a(options("HYBRID_SHARD")); });
+  EXPECT_NE(message.find("not built"), std::string::npos) << message;
+  // An optimizer prepared before its model has no shards to step.
+  auto net = make_net();
+  torch::optim::Adam adam(net->parameters());
+  acc::Accelerator other(options("FULL_SHARD"));
+  message = acc::testing::error_of([&] { (void)other.prepare(adam); });
+  EXPECT_NE(message.find("before its optimizer"), std::string::npos) << message;
+}
+
+}  // namespace
+
+}  // namespace ACCELERATE_TEST_FILE_ID
