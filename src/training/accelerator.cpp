@@ -111,15 +111,21 @@ class WholeParameters {
  public:
   WholeParameters(const std::vector<std::shared_ptr<DistributedModel>>& models, bool write_back)
       : write_back_(write_back), exceptions_(std::uncaught_exceptions()) {
-    for (const auto& model : models) {
-      if (FullyShardedModel* sharded = model->fully_sharded()) {
-        sharded->gather_full_parameters();
-        held_.push_back(sharded);
+    try {
+      for (const auto& model : models) {
+        if (FullyShardedModel* sharded = model->fully_sharded()) {
+          sharded->gather_full_parameters();
+          held_.push_back(sharded);
+        }
       }
+    } catch (...) {
+      for (FullyShardedModel* sharded : held_) sharded->release_full_parameters(/*write_back=*/false);
+      throw;
     }
   }
   ~WholeParameters() {
-    // A load that failed part way leaves the shards as they were.
+    // A load that failed part way does not write its weights into the shards
+    // (what it loaded into the optimizers and elsewhere stays loaded).
     const bool write_back = write_back_ && std::uncaught_exceptions() == exceptions_;
     for (FullyShardedModel* sharded : held_) sharded->release_full_parameters(write_back);
   }
@@ -223,6 +229,8 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients && zero_stage_ != ZeroStage::Parameters;
   // ZeRO stage 3: the model shards its parameters too, unit by unit.
   model_options.shard_parameters = zero_stage_ == ZeroStage::Parameters;
+  model_options.shard_group = shard_group_.get();  // HYBRID_SHARD: the node; else the world
+  model_options.shard_replicas = replica_group_.get();
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
   models_.push_back(model);
   return model;

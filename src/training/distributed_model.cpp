@@ -119,6 +119,15 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
       autocast_kwargs_(options.autocast_kwargs),
       convert_outputs_to_fp32_(options.convert_outputs_to_fp32) {
   if (!module_) throw ConfigError(detail::where() + " DistributedModel: the module pointer is null.");
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    // A module whose FullyShardedModel is gone keeps its parameters' shapes
+    // but no memory: every rank is in the same state, so every rank refuses.
+    if (item.value().numel() > 0 && item.value().storage().nbytes() == 0) {
+      throw ConfigError(detail::where() + " DistributedModel: parameter " + item.key() +
+                        " holds no memory: the module was sharded (FULL_SHARD) by a model that is gone, and only "
+                        "its shards held the values. Load a checkpoint or state into a fresh module.");
+    }
+  }
   for (const auto& parameter : module_->parameters(/*recurse=*/true)) {
     autocast_device_ = parameter.device().type();
     break;
@@ -195,8 +204,10 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
                         "not. Build the model as a Sequential, or use SHARD_GRAD_OP (docs/sharding.md).");
     }
     fully_sharded_ =
-        std::make_unique<FullyShardedModel>(torch::nn::Sequential(std::move(sequential)), group_,
-                                            FullShardOptions{.sync_in_backward = [this] { return local_sync_; }});
+        std::make_unique<FullyShardedModel>(torch::nn::Sequential(std::move(sequential)),
+                                            options.shard_group != nullptr ? *options.shard_group : group_,
+                                            FullShardOptions{.sync_in_backward = [this] { return local_sync_; },
+                                                             .replicas = options.shard_replicas});
   }
   if (!options.reduce_gradients || options.shard_parameters) {
     local_names_ = std::move(names);

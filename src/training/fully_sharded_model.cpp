@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
+#include "training/replica_groups.hpp"
 #include "training/shard_clipping.hpp"
 
 namespace accelerate {
@@ -101,6 +103,11 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     : model_(std::move(model)), group_(group), options_(std::move(options)), hooks_(std::make_unique<Hooks>()) {
   torch::NoGradGuard no_grad;
   const int size = group.size();
+  ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas);
+  if (options_.replicas != nullptr) {
+    training_detail::require_matching_replicas(group, *options_.replicas,
+                                               [](const std::string& reason) { full_shard_error(reason); });
+  }
   const auto children = model_->named_children();
   std::map<const c10::TensorImpl*, std::size_t> unit_of;  // a parameter belongs to one unit only
   for (std::size_t c = 0; c < children.size(); ++c) {
@@ -146,6 +153,7 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
   // Every rank must cut the same shards: compare the units and their sizes.
   auto count = at::tensor({static_cast<std::int64_t>(units_.size()), -static_cast<std::int64_t>(units_.size())});
   group.all_reduce(count, maximum_over_ranks());
+  if (replicas != nullptr) replicas->all_reduce(count, maximum_over_ranks());
   bool alike = count[0].item<std::int64_t>() == -count[1].item<std::int64_t>();
   if (alike && !units_.empty()) {
     std::vector<std::int64_t> totals;
@@ -153,6 +161,7 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     for (const Unit& unit : units_) totals.push_back(-unit.total());
     auto sizes = at::tensor(totals, at::kLong);
     group.all_reduce(sizes, maximum_over_ranks());
+    if (replicas != nullptr) replicas->all_reduce(sizes, maximum_over_ranks());
     const auto n = static_cast<std::int64_t>(units_.size());
     alike = at::equal(sizes.narrow(0, 0, n), sizes.narrow(0, n, n).neg());
   }
@@ -164,6 +173,7 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
   for (const auto& buffer : model_->buffers()) {
     at::Tensor values = buffer;
     group.broadcast(values);  // rank 0's buffers everywhere, as DistributedModel does
+    if (replicas != nullptr) replicas->broadcast(values);
   }
   for (Unit& unit : units_) {
     // Rank 0's values everywhere, then this rank's slice of them kept and
@@ -176,6 +186,7 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
       at::Tensor& parameter = unit.parameters[p];
       at::Tensor values = parameter.detach();
       group.broadcast(values);
+      if (replicas != nullptr) replicas->broadcast(values);  // the first copy's rank 0 everywhere
       unit.whole.narrow(0, unit.offsets[p], parameter.numel()).copy_(values.reshape({-1}));
       parameter.set_data(storage_alias(unit.whole, unit.offsets[p], parameter.sizes()));
     }
@@ -229,6 +240,7 @@ at::Tensor FullyShardedModel::forward(const at::Tensor& input) {
     }
     Unit& unit = units_[u];
     gather(unit);
+    const at::Tensor input_of_unit = x;
     try {
       x = child.forward(x);
     } catch (...) {
@@ -239,6 +251,10 @@ at::Tensor FullyShardedModel::forward(const at::Tensor& input) {
     // A hook on the unit's output runs when its gradient is about to enter
     // the unit's last node: the moment to gather the unit for its backward.
     if (torch::GradMode::is_enabled() && x.requires_grad()) {
+      // A unit that passed its input through (on this rank only, perhaps)
+      // gets a node of its own, so that its hook still runs after the later
+      // units' and before the earlier ones', as on the other ranks.
+      if (x.is_same(input_of_unit) || (x.grad_fn() && x.grad_fn() == input_of_unit.grad_fn())) x = x.view_as(x);
       x.register_hook([this, u](const at::Tensor& /*grad*/) { before_unit_backward(u); });
     }
   }
@@ -262,7 +278,7 @@ void FullyShardedModel::gather(Unit& unit) {
 }
 
 void FullyShardedModel::reshard(Unit& unit) noexcept {
-  if (group_.size() == 1 || !unit.gathered || full_) return;
+  if (group_.size() == 1 || !unit.gathered || full_ > 0) return;
   free_storage(unit.whole);
   unit.gathered = false;
 }
@@ -295,6 +311,14 @@ void FullyShardedModel::before_unit_backward(std::size_t u) {
 
 void FullyShardedModel::on_gradient_ready(std::size_t u, std::size_t /*p*/) {
   Unit& unit = units_[u];
+  if (unit.reduced) {
+    // Backward ran an earlier unit's node before this gradient arrived (units
+    // on several devices, or nodes made on other threads): it would sit on
+    // the whole parameter and leak into the next step.
+    full_shard_error("a gradient of unit " + unit.name +
+                     " arrived after the unit's gradients were reduce-scattered. Units must run in order, on one "
+                     "device, with every node of a unit created by its forward.");
+  }
   if (unit.pending > 0) --unit.pending;
   torch::NoGradGuard no_grad;
   launch_ready();
@@ -326,6 +350,13 @@ void FullyShardedModel::reduce(Unit& unit) {
     ReduceScatterOptions average;
     average.op = ReduceOp::Avg;
     group_.reduce_scatter_async(output, input, average)->wait();
+  }
+  if (ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas)) {
+    // The group's average, averaged over the copies (all of one size): every
+    // rank's average. In the one order of the reduce-scatters, on every rank.
+    AllReduceOptions average;
+    average.op = ReduceOp::Avg;
+    replicas->all_reduce(output, average);
   }
   at::Tensor& grad = unit.shard.mutable_grad();
   if (grad.defined()) {
@@ -374,11 +405,14 @@ void FullyShardedModel::shard_optimizer(torch::optim::Optimizer& optimizer) cons
         "the optimizer has already stepped (it holds state for the whole parameters). Shard it "
         "before its first step.");
   }
+  // A model parameter, or a shard (an optimizer built over parameters()), names its unit.
   std::map<const c10::TensorImpl*, std::size_t> unit_of;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     for (const at::Tensor& p : units_[u].parameters) unit_of.emplace(p.unsafeGetTensorImpl(), u);
+    unit_of.emplace(units_[u].shard.unsafeGetTensorImpl(), u);
   }
   std::vector<std::size_t> group_of(units_.size(), std::numeric_limits<std::size_t>::max());
+  std::vector<std::set<const c10::TensorImpl*>> listed(units_.size());  // the unit's tensors the optimizer holds
   std::vector<std::vector<at::Tensor>> shards(optimizer.param_groups().size());
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     for (const at::Tensor& p : optimizer.param_groups()[g].params()) {
@@ -389,14 +423,37 @@ void FullyShardedModel::shard_optimizer(torch::optim::Optimizer& optimizer) cons
                          "over the model's parameters, or over FullyShardedModel::parameters().");
       }
       const std::size_t u = found->second;
+      const Unit& unit = units_[u];
+      if (!unit.trainable) {
+        full_shard_error("param group " + std::to_string(g) + " holds the frozen unit " + unit.name +
+                         ", whose shard gets no gradient and no optimizer state. Build the optimizer over the "
+                         "trainable parameters only.");
+      }
+      listed[u].insert(p.unsafeGetTensorImpl());
       if (group_of[u] == g) continue;
       if (group_of[u] != std::numeric_limits<std::size_t>::max()) {
-        full_shard_error("the parameters of unit " + units_[u].name + " are in param groups " +
-                         std::to_string(group_of[u]) + " and " + std::to_string(g) +
+        full_shard_error("the parameters of unit " + unit.name + " are in param groups " + std::to_string(group_of[u]) +
+                         " and " + std::to_string(g) +
                          "; a unit has one shard, stepped by one group. Put a unit's parameters in one group.");
       }
       group_of[u] = g;
-      shards[g].push_back(units_[u].shard);
+      shards[g].push_back(unit.shard);
+    }
+  }
+  // The shard steps the whole unit: an optimizer that lists only some of its
+  // parameters would train the others too.
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const Unit& unit = units_[u];
+    if (group_of[u] == std::numeric_limits<std::size_t>::max() ||
+        listed[u].count(unit.shard.unsafeGetTensorImpl()) != 0) {
+      continue;
+    }
+    for (const auto& [name, p] : unit.names) {
+      if (listed[u].count(unit.parameters[p].unsafeGetTensorImpl()) == 0) {
+        full_shard_error("the optimizer holds some parameters of unit " + unit.name + " but not " + name +
+                         "; the unit's one shard would step it too. Give the optimizer all of a unit's "
+                         "parameters, or none (freeze the unit).");
+      }
     }
   }
   for (std::size_t g = 0; g < shards.size(); ++g) optimizer.param_groups()[g].params() = shards[g];
@@ -450,14 +507,20 @@ void FullyShardedModel::load_full_state_dict(const torch::OrderedDict<std::strin
   torch::NoGradGuard no_grad;
   const auto value_of = [&](const std::string& name, at::IntArrayRef sizes) -> const at::Tensor& {
     const at::Tensor* value = state.find(name);
-    if (value == nullptr)
+    if (value == nullptr) {
       full_shard_error("the state has no tensor " + name + "; every parameter and buffer must be there.");
+    }
     if (value->sizes() != sizes) {
       full_shard_error("the state's " + name + " has shape " + c10::str(value->sizes()) + ", the model's " +
                        c10::str(sizes) + ".");
     }
     return *value;
   };
+  // Every name and shape first, so that a refused state changes nothing.
+  for (const Unit& unit : units_) {
+    for (const auto& [name, p] : unit.names) (void)value_of(name, unit.parameters[p].sizes());
+  }
+  for (const auto& named : model_->named_buffers(/*recurse=*/true)) (void)value_of(named.key(), named.value().sizes());
   const std::int64_t rank = group_.rank();
   for (Unit& unit : units_) {
     const std::int64_t begin = rank * unit.slice;
@@ -481,12 +544,13 @@ void FullyShardedModel::load_full_state_dict(const torch::OrderedDict<std::strin
 void FullyShardedModel::gather_full_parameters() {
   torch::NoGradGuard no_grad;
   for (Unit& unit : units_) gather(unit);
-  full_ = true;
+  ++full_;
 }
 
 void FullyShardedModel::release_full_parameters(bool write_back) {
   torch::NoGradGuard no_grad;
-  full_ = false;
+  if (full_ == 0) return;
+  if (--full_ > 0) return;  // an enclosing gather still holds them
   for (Unit& unit : units_) {
     if (write_back && group_.size() > 1 && unit.gathered) {
       unit.shard.detach().copy_(unit.whole.narrow(0, group_.rank() * unit.slice, unit.slice));
@@ -500,6 +564,10 @@ checkpoint::ShardLayout FullyShardedModel::shard_layout(const torch::optim::Opti
   for (std::size_t u = 0; u < units_.size(); ++u) unit_of_shard.emplace(units_[u].shard.unsafeGetTensorImpl(), u);
   checkpoint::ShardLayout layout;
   layout.world_size = group_.size();
+  if (ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas)) {
+    layout.replicas = replicas->size();
+    layout.replica = replicas->rank();
+  }
   const std::int64_t rank = group_.rank();
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     const auto& params = optimizer.param_groups()[g].params();

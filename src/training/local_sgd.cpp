@@ -33,6 +33,13 @@ LocalSGD::LocalSGD(ProcessGroup& group, DistributedModel& model, std::int64_t lo
                "parameter averages and must be at least 1.",
                detail::where(), local_sgd_steps));
   }
+  if (model.fully_sharded() != nullptr) {
+    throw ConfigError(
+        format("{} LocalSGD: the model's parameters are sharded (FULL_SHARD or HYBRID_SHARD): no rank holds the "
+               "parameters to average, and under LocalSGD's no_sync the shards would get no gradient. Use LocalSGD "
+               "with NO_SHARD, SHARD_GRAD_OP or DDP.",
+               detail::where()));
+  }
   if (enabled_) no_sync_.emplace(model.no_sync());
 }
 

@@ -21,6 +21,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
+#include "training/replica_groups.hpp"
 #include "training/shard_clipping.hpp"
 
 namespace accelerate {
@@ -38,7 +39,7 @@ constexpr std::size_t kMaxInFlight = 2;
 
 // Replicas to average the shards over: none, or a group of one, means none.
 ProcessGroup* replicas_of(const ShardingOptions& options) {
-  return options.replicas != nullptr && options.replicas->size() > 1 ? options.replicas : nullptr;
+  return training_detail::effective_replicas(options.replicas);
 }
 
 AllReduceOptions maximum() {
@@ -148,28 +149,8 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
   torch::NoGradGuard no_grad;
   ProcessGroup* const replicas = replicas_of(options);
   if (options.replicas != nullptr) {
-    // The replicas step the same slices only if every copy of the group is
-    // alike and this rank holds the same place in each. Every rank checks,
-    // even one without replicas (a node of its own size), so all refuse.
-    ProcessGroup& copies = *options.replicas;
-    auto place =
-        at::tensor({std::int64_t{size}, -std::int64_t{size}, std::int64_t{group.rank()}, -std::int64_t{group.rank()}},
-                   at::kLong);
-    copies.all_reduce(place, maximum());
-    const bool alike = place[0].item<std::int64_t>() == -place[1].item<std::int64_t>() &&
-                       place[2].item<std::int64_t>() == -place[3].item<std::int64_t>();
-    // The verdict goes round the group too, so that every rank refuses.
-    auto refused = at::tensor({std::int64_t{alike ? 0 : 1}}, at::kLong);
-    group.all_reduce(refused, maximum());
-    if (refused.item<std::int64_t>() != 0) {
-      sharding_error("the replicas (" + std::to_string(copies.size()) +
-                     " ranks with this rank) do not each hold the same place in a group of the same size: this "
-                     "rank is " +
-                     std::to_string(group.rank()) + " of " + std::to_string(size) +
-                     (alike ? "; another rank of the group disagrees with its replicas" : "") +
-                     ". Pass the node as the group and the cross-node group as the replicas, on nodes with the "
-                     "same number of ranks.");
-    }
+    training_detail::require_matching_replicas(group, *options.replicas,
+                                               [](const std::string& reason) { sharding_error(reason); });
   }
   std::map<const c10::TensorImpl*, std::size_t> group_of;  // a tensor may be in one param group only
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {

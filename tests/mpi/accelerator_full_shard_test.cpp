@@ -4,11 +4,14 @@
 // parameters and of Adam's state; clipping returns NO_SHARD's norms;
 // bf16 ends where NO_SHARD's bf16 ends; save_state/load_state resume
 // bit-identically, and the checkpoint resumes under NO_SHARD and
-// SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD) within rounding; a
-// model that is not a Sequential, and HYBRID_SHARD, are refused with reasons.
+// SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD) within rounding;
+// HYBRID_SHARD on emulated nodes shards within each node, ends where NO_SHARD
+// ends and resumes; a model that is not a Sequential, LocalSGD, and a module
+// whose sharded model is gone are refused with the reason.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -19,6 +22,7 @@
 #include "accelerate/training/accelerator.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
+#include "accelerate/training/local_sgd.hpp"
 #include "common/ends_where.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
@@ -72,8 +76,13 @@ struct TrainingRun {
 // hides a uniformly scaled gradient), else Adam.
 TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
                   const std::optional<fs::path>& resume_from = std::nullopt, bool clip = false,
-                  std::optional<std::string> precision = std::nullopt) {
-  acc::Accelerator accelerator(options(strategy, std::move(precision)));
+                  std::optional<std::string> precision = std::nullopt, int ranks_per_node = 0) {
+  // Emulated nodes (HYBRID_SHARD) come with the State.
+  acc::StateOptions nodes;
+  nodes.emulated_ranks_per_node = ranks_per_node;
+  acc::Accelerator accelerator = ranks_per_node > 0 ? acc::Accelerator(std::make_shared<acc::State>(nodes),
+                                                                       options(strategy, std::move(precision)))
+                                                    : acc::Accelerator(options(strategy, std::move(precision)));
   auto net = make_net();
   std::unique_ptr<torch::optim::Optimizer> chosen;
   if (clip) {
@@ -96,9 +105,9 @@ TrainingRun train(const std::string& strategy, int from, int to, const std::opti
   }
   if (save_to) accelerator.save_state(*save_to);
   if (acc::FullyShardedModel* sharded = model->fully_sharded()) {
+    EXPECT_EQ(sharded->whole_parameter_bytes(), 0) << "training or save_state left the parameters whole";
     for (const auto& item : sharded->full_state_dict()) run.parameters.push_back(item.value());
     run.shard_elements = sharded->shard_elements();
-    EXPECT_EQ(sharded->whole_parameter_bytes(), 0) << "save_state left the parameters whole";
   } else {
     for (const auto& p : net->parameters()) run.parameters.push_back(p.detach().clone());
   }
@@ -123,7 +132,7 @@ TEST_F(AcceleratorFullShard, EndsWhereNoShardEndsHoldingAShardOfEverything) {
   EXPECT_EQ(sharded.shard_elements, (170 + n - 1) / n + (36 + n - 1) / n);
   EXPECT_EQ(ddp.state_elements, 2 * 206);
   EXPECT_EQ(sharded.state_elements, 2 * sharded.shard_elements);
-  EXPECT_EQ(train("1", 0, 2).parameters.size(), ddp.parameters.size());  // Accelerate's number for FULL_SHARD
+  EXPECT_EQ(train("1", 0, 2).shard_elements, sharded.shard_elements);  // Accelerate's number for FULL_SHARD
 }
 
 TEST_F(AcceleratorFullShard, ClipsByTheNormOfTheWholeGradient) {
@@ -144,6 +153,31 @@ TEST_F(AcceleratorFullShard, Bf16EndsWhereNoShardBf16Ends) {
   expect_ends_where(sharded, ddp, 1e-3, 1e-4);
   const TrainingRun fp32 = train("FULL_SHARD", 0, kMicroSteps);
   EXPECT_FALSE(torch::allclose(sharded.parameters[0], fp32.parameters[0], 1e-5, 1e-6)) << "bf16 did not apply";
+}
+
+// HYBRID_SHARD's emulated nodes: 2 nodes of 2 ranks at 4 ranks, 2 of 1 at 2
+// (whole units, replicated), one node at 1 rank.
+int ranks_per_node() { return std::max(1, world_size() / 2); }
+
+TEST_F(AcceleratorFullShard, HybridShardShardsWithinEachNodeAndEndsWhereNoShardEnds) {
+  const int local = ranks_per_node();
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
+  const TrainingRun hybrid = train("HYBRID_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, false, std::nullopt, local);
+  expect_ends_where(hybrid, ddp);
+  // Shards of the node's ranks, not of the world's.
+  EXPECT_EQ(hybrid.shard_elements, (170 + local - 1) / local + (36 + local - 1) / local);
+  EXPECT_EQ(hybrid.state_elements, 2 * hybrid.shard_elements);
+  // Its checkpoint (one file, the first node's shards) resumes bit-identically, and under NO_SHARD.
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_hybrid");
+  (void)train("HYBRID_SHARD", 0, kMicroSteps / 2, dir / "hybrid", std::nullopt, false, std::nullopt, local);
+  const TrainingRun resumed =
+      train("HYBRID_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "hybrid", false, std::nullopt, local);
+  ASSERT_EQ(resumed.parameters.size(), hybrid.parameters.size());
+  for (std::size_t i = 0; i < hybrid.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(resumed.parameters[i], hybrid.parameters[i])) << "parameter " << i;
+  }
+  expect_ends_where(train("NO_SHARD", kMicroSteps / 2, kMicroSteps, std::nullopt, dir / "hybrid"), hybrid);
+  acc::testing::remove_shared_directory(dir);
 }
 
 TEST_F(AcceleratorFullShard, ResumesBitIdenticallyAndAcrossShardings) {
@@ -174,14 +208,25 @@ TEST_F(AcceleratorFullShard, RefusesWhatItCannotShardWithTheReason) {
   acc::Accelerator accelerator(options("FULL_SHARD"));
   auto message = acc::testing::error_of([&] { (void)accelerator.prepare(std::make_shared<NotSequential>()); });
   EXPECT_NE(message.find("torch::nn::Sequential"), std::string::npos) << message;
-  message = acc::testing::error_of([] { acc::Accelerator a(options("HYBRID_SHARD")); });
-  EXPECT_NE(message.find("not built"), std::string::npos) << message;
   // An optimizer prepared before its model has no shards to step.
   auto net = make_net();
   torch::optim::Adam adam(net->parameters());
   acc::Accelerator other(options("FULL_SHARD"));
   message = acc::testing::error_of([&] { (void)other.prepare(adam); });
   EXPECT_NE(message.find("before its optimizer"), std::string::npos) << message;
+  // LocalSGD has no parameters to average.
+  auto model = other.prepare(net);
+  message = acc::testing::error_of([&] { acc::LocalSGD local(other, *model, 2); });
+  EXPECT_NE(message.find("sharded"), std::string::npos) << message;
+  // A module whose sharded model is gone holds no values (on one rank its
+  // one shard was its storage all along, and it still is).
+  other.free_memory();
+  model = {};
+  if (world_size() > 1) {
+    acc::Accelerator third(options("NO_SHARD"));
+    message = acc::testing::error_of([&] { (void)third.prepare(net); });
+    EXPECT_NE(message.find("holds no memory"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

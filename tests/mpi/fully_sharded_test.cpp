@@ -7,7 +7,8 @@
 // its backward), 1/N of the gradients and of the optimizer state; a
 // parameter unused on some ranks,
 // a frozen unit, micro-steps that only accumulate, clipping and full state
-// dicts agree with the reference; what cannot be sharded is refused.
+// dicts agree with the reference; a unit skipped on some ranks keeps the
+// collectives in step; what cannot be sharded is refused.
 #include "accelerate/training/fully_sharded_model.hpp"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,16 @@ struct ProbeImpl : torch::nn::Module {
   std::function<void(bool)> seen_;
 };
 TORCH_MODULE(Probe);
+
+// A unit that passes its input through where `skip` says so: on those
+// ranks its parameters get no gradient and its output has no node of its own.
+struct MaybeSkipImpl : torch::nn::Module {
+  explicit MaybeSkipImpl(bool skip_it) : layer(register_module("layer", torch::nn::Linear(9, 9))), skip(skip_it) {}
+  torch::Tensor forward(const torch::Tensor& x) { return skip ? x : layer(x); }
+  torch::nn::Linear layer;
+  bool skip;
+};
+TORCH_MODULE(MaybeSkip);
 
 // Units of odd sizes, so that shards cut through parameters and need padding.
 torch::nn::Sequential make_net(bool use_second = true, const std::function<void(bool)>& probe = {}) {
@@ -276,6 +287,36 @@ TEST_F(FullyShardedTest, ParameterUnusedOnOddRanks) {
   expect_same_on_every_rank(full);
 }
 
+TEST_F(FullyShardedTest, AUnitSkippedOnOddRanks) {
+  // The skipped unit's hook would otherwise run after the previous unit's on
+  // odd ranks and before it on even ones: mismatched collectives.
+  const auto make = [](bool skip) {
+    torch::manual_seed(11);
+    // No child between the first unit and the skipped one: passed through,
+    // its output is the first unit's own.
+    return torch::nn::Sequential(torch::nn::Linear(7, 9), MaybeSkip(skip), torch::nn::Linear(9, 3));
+  };
+  auto net = make(group->rank() % 2 == 1);
+  acc::FullyShardedModel model(net, *group);
+  torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto reference = make(false);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < kSteps; ++step) {
+    torch::mse_loss(model.forward(rows(x, group->rank())), rows(y, group->rank())).backward();
+    sgd.step();
+    sgd.zero_grad();
+    reference_sgd.zero_grad();
+    for (int r = 0; r < group->size(); ++r) {
+      reference[1]->as<MaybeSkipImpl>()->skip = r % 2 == 1;
+      (torch::mse_loss(reference->forward(rows(x, r)), rows(y, r)) / group->size()).backward();
+    }
+    reference_sgd.step();
+  }
+  const auto full = model.full_state_dict();
+  expect_same(named(reference), full);
+  expect_same_on_every_rank(full);
+}
+
 TEST_F(FullyShardedTest, FrozenUnitPassesItsGradientOn) {
   auto make = [] {
     torch::manual_seed(11);
@@ -375,10 +416,23 @@ TEST_F(FullyShardedTest, FullStateDictRoundTrips) {
   model.load_full_state_dict(other);
   const auto back = model.full_state_dict();
   for (const auto& item : other) EXPECT_TRUE(torch::equal(back[item.key()], item.value())) << item.key();
-  // A missing tensor is named.
+  // A missing tensor is named, and nothing is loaded.
   torch::OrderedDict<std::string, torch::Tensor> partial;
-  partial.insert("0.weight", other["0.weight"]);
+  partial.insert("0.weight", full["0.weight"]);
   EXPECT_NE(acc::testing::error_of([&] { model.load_full_state_dict(partial); }).find("0.bias"), std::string::npos);
+  EXPECT_TRUE(torch::equal(model.full_state_dict()["0.weight"], other["0.weight"]));
+  // Gathers nest: the parameters stay whole until the outer one is released.
+  model.gather_full_parameters();
+  model.gather_full_parameters();
+  model.release_full_parameters(false);
+  EXPECT_TRUE(torch::equal(net[0]->as<torch::nn::Linear>()->weight.detach(), other["0.weight"]));
+  model.release_full_parameters(false);
+  EXPECT_EQ(model.whole_parameter_bytes(), 0);
+  // Written back: what the module holds when released becomes the shards.
+  model.gather_full_parameters();
+  net[0]->as<torch::nn::Linear>()->weight.detach().fill_(0.5);
+  model.release_full_parameters(true);
+  EXPECT_TRUE(torch::equal(model.full_state_dict()["0.weight"], torch::full({9, 7}, 0.5)));
 }
 
 TEST_F(FullyShardedTest, RefusesWhatCannotBeSharded) {
@@ -393,6 +447,24 @@ TEST_F(FullyShardedTest, RefusesWhatCannotBeSharded) {
     torch::optim::LBFGS lbfgs(net->parameters());
     acc::FullyShardedModel model(net, *group);
     EXPECT_NE(acc::testing::error_of([&] { model.shard_optimizer(lbfgs); }).find("LBFGS"), std::string::npos);
+  }
+  {
+    // A frozen unit, or only part of a unit, in the optimizer.
+    auto net = make_net();
+    for (auto& p : net[0]->parameters()) p.set_requires_grad(false);
+    torch::optim::SGD frozen(net->parameters(), 0.1);
+    acc::FullyShardedModel model(net, *group);
+    EXPECT_NE(acc::testing::error_of([&] { model.shard_optimizer(frozen); }).find("frozen unit 0"), std::string::npos);
+    torch::optim::SGD part({net[4]->as<torch::nn::Linear>()->weight}, 0.1);
+    EXPECT_NE(acc::testing::error_of([&] { model.shard_optimizer(part); }).find("4.bias"), std::string::npos);
+    // Built over the shards: kept as it is.
+    std::vector<torch::Tensor> trainable;
+    for (const auto& shard : model.parameters()) {
+      if (shard.requires_grad()) trainable.push_back(shard);
+    }
+    torch::optim::SGD shards(trainable, 0.1);
+    model.shard_optimizer(shards);
+    EXPECT_EQ(shards.param_groups()[0].params().size(), 2U);
   }
   {
     // Unit 0's weight and bias in two param groups.

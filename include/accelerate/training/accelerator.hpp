@@ -422,7 +422,7 @@ class Accelerator {
   std::unique_ptr<GradScaler> scaler_;
   /// The ZeRO stage of prepared optimizers (fsdp_plugin), or none.
   std::optional<ZeroStage> zero_stage_;
-  /// HYBRID_SHARD_ZERO2: the shards' group (the node) and their replicas
+  /// HYBRID_SHARD_ZERO2, HYBRID_SHARD: the shards' group (the node) and their replicas
   /// (the cross-node group); null otherwise, when the world shards.
   std::unique_ptr<ProcessGroup> shard_group_;
   std::unique_ptr<ProcessGroup> replica_group_;

@@ -91,6 +91,11 @@ struct DistributedModelOptions {
   /// ConfigError otherwise). Gradients are then reduce-scattered into the
   /// shards in backward, and reduce_gradients is ignored.
   bool shard_parameters = false;
+  /// With shard_parameters: the ranks to shard over (default: the model's
+  /// group) and their replicas on the other nodes (HYBRID_SHARD; see
+  /// FullShardOptions::replicas).
+  ProcessGroup* shard_group = nullptr;
+  ProcessGroup* shard_replicas = nullptr;
 };
 
 /// Per-bucket counters (cumulative since construction or reset_counters()).

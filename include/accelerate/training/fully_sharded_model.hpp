@@ -29,6 +29,10 @@
 // hooks, so the wrapper must call the units itself. A Sequential is the one
 // container whose forward is "each child in order", which it can replay.
 //
+// With FullShardOptions::replicas (HYBRID_SHARD) the shards are cut over the
+// node's ranks and kept once per node: gathers stay inside the node, and each
+// unit's reduce-scattered gradient is averaged over the other nodes.
+//
 // Limits (docs/sharding.md): one forward per backward (a second forward's
 // graph through a unit is refused in backward); a parameter may belong to one
 // unit only; a unit's parameters share one dtype and device, and are all
@@ -61,6 +65,14 @@ struct FullShardOptions {
   /// parameters until a backward where it is true (FSDP's no_sync). Unset:
   /// every backward reduce-scatters.
   std::function<bool()> sync_in_backward;
+  /// The ranks that hold this rank's shards in the other copies of `group`
+  /// (HYBRID_SHARD: `group` is the node, `replicas` the cross-node group).
+  /// Every copy must have as many ranks, each at the same rank in its copy
+  /// (ConfigError otherwise). Each reduce-scattered gradient is then averaged
+  /// over them, while every gather stays inside the group. The parameters
+  /// start from rank 0 of the first copy everywhere. Unset: `group` is every
+  /// rank there is.
+  ProcessGroup* replicas = nullptr;
 };
 
 class FullyShardedModel {
@@ -82,8 +94,9 @@ class FullyShardedModel {
   [[nodiscard]] std::vector<at::Tensor> parameters() const;
   /// Re-points an optimizer built over the model's own parameters (before
   /// sharding) at the shards: each param group's parameters are replaced by
-  /// the shards of the units they belong to. Every parameter of a unit must
-  /// be in the same group, and the optimizer must not have stepped.
+  /// the shards of the units they belong to. A unit's parameters must be in
+  /// the optimizer all or none, all in one group, and not frozen; the
+  /// optimizer must not have stepped. Shards already in it stay.
   void shard_optimizer(torch::optim::Optimizer& optimizer) const;
 
   /// Releases the shards' gradients (set_to_none) or zeroes them, and any
@@ -109,9 +122,10 @@ class FullyShardedModel {
   /// summon_full_params): for code that reads or writes the module directly,
   /// such as checkpoints. Holds the whole model once. Collective.
   void gather_full_parameters();
-  /// Frees them again. With `write_back`, each rank first copies its shard's
-  /// part of the whole parameters (as they are now) into its shard, so that
-  /// what was loaded into the module is trained from. Local.
+  /// Frees them again (at the last of nested gathers). With `write_back`,
+  /// each rank first copies its shard's part of the whole parameters (as they
+  /// are now) into its shard, so that what was loaded into the module is
+  /// trained from. Local.
   void release_full_parameters(bool write_back);
 
   /// How the shards that `optimizer` steps (after shard_optimizer, or built
@@ -149,7 +163,7 @@ class FullyShardedModel {
   std::vector<std::size_t> launch_order_;  // units with trainable parameters, last first: the same on every rank
   std::size_t next_launch_ = 0;
   bool backward_open_ = false;  // end_of_backward() is queued for the running backward
-  bool full_ = false;           // gather_full_parameters(): every unit stays whole
+  int full_ = 0;                // gather_full_parameters() calls not yet released: every unit stays whole
   std::unique_ptr<Hooks> hooks_;
 };
 
