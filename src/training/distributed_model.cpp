@@ -181,8 +181,9 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
                              "registered in the same order) before wrapping it.");
   }
 
-  // 3. Start from rank 0's parameters and buffers.
-  {
+  // 3. Start from rank 0's parameters and buffers (sharded, the
+  //    FullyShardedModel below broadcasts them as it cuts its shards).
+  if (!options.shard_parameters) {
     at::NoGradGuard no_grad;
     for (auto& p : module_->parameters(/*recurse=*/true)) {
       at::Tensor alias = p.detach();

@@ -202,6 +202,8 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     unit.shard.set_requires_grad(unit.trainable);
     unit.pending = unit.parameters.size();
   }
+  unit_of_child_.assign(children.size(), kNoUnit);
+  for (std::size_t u = 0; u < units_.size(); ++u) unit_of_child_[units_[u].child] = u;
   // The reduce-scatters' one order on every rank: the last unit first, as
   // backward reaches it first.
   for (std::size_t u = units_.size(); u-- > 0;) {
@@ -228,13 +230,11 @@ at::Tensor FullyShardedModel::forward(const at::Tensor& input) {
   ACCELERATE_PROFILE_RANGE("accelerate::FullyShardedModel::forward");
   // A backward that threw never ran its end-of-backward callback.
   reset_backward();
-  std::vector<std::size_t> unit_of_child(model_->size(), std::numeric_limits<std::size_t>::max());
-  for (std::size_t u = 0; u < units_.size(); ++u) unit_of_child[units_[u].child] = u;
   at::Tensor x = input;
   std::size_t c = 0;
   for (auto& child : *model_) {
-    const std::size_t u = unit_of_child[c++];
-    if (u == std::numeric_limits<std::size_t>::max()) {
+    const std::size_t u = unit_of_child_[c++];
+    if (u == kNoUnit) {
       x = child.forward(x);
       continue;
     }

@@ -159,8 +159,10 @@ class FullyShardedModel {
   torch::nn::Sequential model_;
   ProcessGroup& group_;
   FullShardOptions options_;
+  static constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
   std::vector<Unit> units_;
-  std::vector<std::size_t> launch_order_;  // units with trainable parameters, last first: the same on every rank
+  std::vector<std::size_t> unit_of_child_;  // per child of the Sequential, its unit, or kNoUnit (no parameters)
+  std::vector<std::size_t> launch_order_;   // units with trainable parameters, last first: the same on every rank
   std::size_t next_launch_ = 0;
   bool backward_open_ = false;  // end_of_backward() is queued for the running backward
   int full_ = 0;                // gather_full_parameters() calls not yet released: every unit stays whole
