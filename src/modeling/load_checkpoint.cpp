@@ -67,7 +67,11 @@ checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const s
       const at::Tensor mapped = map_offloaded_weight(*options.offload_folder / (name + ".dat"), offloaded.at(name));
       set_module_tensor_to_device(model, name, c10::kCPU, mapped, value.scalar_type());
     } else {
-      const c10::Device target = device.empty() ? current.device() : torch_device(device);
+      // Without a map entry a tensor stays on its device; one on the meta
+      // device (a model built by init_empty_weights) comes to the CPU.
+      const c10::Device target = !device.empty()     ? torch_device(device)
+                                 : current.is_meta() ? c10::Device(c10::kCPU)
+                                                     : current.device();
       set_module_tensor_to_device(model, name, target, value, options.dtype);
     }
     loaded.insert(name);

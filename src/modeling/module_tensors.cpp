@@ -1,7 +1,10 @@
 #include "accelerate/modeling/module_tensors.hpp"
 
 #include <c10/util/StringUtil.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/utils.h>
+
+#include <mutex>
 
 #include "accelerate/error.hpp"
 #include "modeling/module_walk.hpp"
@@ -23,6 +26,24 @@ at::Tensor registered_tensor(const torch::nn::Module& owner, const std::string& 
     if (item.key() == leaf) return item.value();
   }
   return {};
+}
+
+// Gives `target` the data of `next`, keeping the tensor itself (its identity,
+// autograd metadata and requires_grad). set_data refuses a change between the
+// meta device and a device with memory (their tensors are of different dispatch
+// types); for that change the tensor's metadata is copied over directly, after
+// the same step set_data takes: a gradient accumulator made for the old device
+// is dropped, so that the next backward makes one for the new.
+void replace_data(at::Tensor& target, const at::Tensor& next) {
+  if (target.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(next.key_set())) {
+    target.set_data(next);
+    return;
+  }
+  if (auto* meta = torch::autograd::impl::get_autograd_meta(target)) {
+    const std::lock_guard<std::mutex> lock(meta->mutex_);
+    meta->grad_accumulator_.reset();
+  }
+  target.unsafeGetTensorImpl()->shallow_copy_from(next.getIntrusivePtr());
 }
 
 }  // namespace
@@ -55,15 +76,15 @@ void set_module_tensor_to_device(torch::nn::Module& module, const std::string& t
       }
       next = next.to(device);
     } else {
+      if (target.is_meta() && device.type() != c10::kMeta) {
+        tensor_error(tensor_name, "the tensor is on the meta device and has no values; give a value to put on " +
+                                      device.str() + " (a checkpoint's tensor)");
+      }
       next = target.detach().to(device);
       if (dtype && (next.is_floating_point() || next.is_complex())) next = next.to(*dtype);
     }
   }
-  if (target.is_meta() != next.is_meta()) {
-    tensor_error(tensor_name, std::string("LibTorch cannot move a tensor ") + (target.is_meta() ? "from" : "to") +
-                                  " the meta device in place; build the module on the device it is to live on");
-  }
-  target.set_data(next);  // the same tensor, new data: members, registry and ties all see it
+  replace_data(target, next);  // the same tensor, new data: members, registry and ties all see it
 }
 
 }  // namespace accelerate

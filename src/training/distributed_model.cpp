@@ -119,6 +119,18 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
       autocast_kwargs_(options.autocast_kwargs),
       convert_outputs_to_fp32_(options.convert_outputs_to_fp32) {
   if (!module_) throw ConfigError(detail::where() + " DistributedModel: the module pointer is null.");
+  for (const auto& named : {module_->named_parameters(/*recurse=*/true), module_->named_buffers(/*recurse=*/true)}) {
+    for (const auto& item : named) {
+      // A model built by init_empty_weights has shapes but no values until a
+      // load fills it; every rank built the same model, so every rank refuses.
+      if (item.value().is_meta()) {
+        throw ConfigError(detail::where() + " DistributedModel: " + item.key() +
+                          " is on the meta device (the model was built by init_empty_weights and this tensor was "
+                          "not loaded): load its values (load_checkpoint_in_model, set_module_tensor_to_device) "
+                          "before preparing the model.");
+      }
+    }
+  }
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     // A module whose FullyShardedModel is gone keeps its parameters' shapes
     // but no memory: every rank is in the same state, so every rank refuses.

@@ -118,6 +118,11 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     unit.offsets.push_back(0);
     for (const auto& named : child.value()->named_parameters(/*recurse=*/true)) {
       const at::Tensor& p = named.value();
+      if (p.is_meta()) {
+        full_shard_error("parameter " + unit.name + "." + named.key() +
+                         " is on the meta device (built by init_empty_weights, not loaded): load the model's values "
+                         "(load_checkpoint_in_model) before sharding it.");
+      }
       const auto [known, added] = unit_of.emplace(p.unsafeGetTensorImpl(), units_.size());
       if (!added && known->second != units_.size()) {
         full_shard_error("parameter " + unit.name + "." + named.key() + " is also a parameter of unit " +

@@ -158,6 +158,11 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     FlatGroup flat;
     flat.offsets.push_back(0);
     for (const at::Tensor& p : param_group.params()) {
+      if (p.is_meta()) {
+        sharding_error("parameter " + std::to_string(flat.parameters.size()) + " of param group " + std::to_string(g) +
+                       " is on the meta device (built by init_empty_weights, not loaded): load the model's values "
+                       "(load_checkpoint_in_model) before building and sharding its optimizer.");
+      }
       if (!p.is_contiguous()) {
         sharding_error("parameter " + std::to_string(flat.parameters.size()) + " of param group " + std::to_string(g) +
                        " is not contiguous; shards are views of contiguous parameters.");

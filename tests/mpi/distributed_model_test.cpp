@@ -11,6 +11,8 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/empty_weights.hpp"
+#include "accelerate/modeling/module_tensors.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
@@ -338,6 +340,15 @@ TEST_F(DistributedModelTest, ErrorsAreRaisedOnEveryRank) {
     auto message = acc::testing::error_of([&] { acc::DistributedModel m(net, *group); });
     EXPECT_NE(message.find("meta_weight"), std::string::npos) << message;
     EXPECT_NE(message.find("meta"), std::string::npos) << message;
+  }
+  // A model whose tensors were never loaded (init_empty_weights): every
+  // tensor is on the meta device, the same device, so it is refused by name.
+  {
+    auto net = acc::init_empty_weights([] { return torch::nn::Sequential(torch::nn::Linear(4, 3)); });
+    acc::set_module_tensor_to_device(*net, "0.weight", torch::kCPU, torch::ones({3, 4}));
+    auto message = acc::testing::error_of([&] { acc::DistributedModel m(net.ptr(), *group); });
+    EXPECT_NE(message.find("0.bias is on the meta device"), std::string::npos) << message;
+    EXPECT_NE(message.find("load_checkpoint_in_model"), std::string::npos) << message;
   }
 
   // A problem on the last rank only reaches every rank, naming that rank.

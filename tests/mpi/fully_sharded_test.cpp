@@ -22,6 +22,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
@@ -96,8 +97,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
   }
   groups.emplace_back(first, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.2).momentum(0.9)));
   if (!rest.empty()) {
-    groups.emplace_back(rest,
-                        std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.05).momentum(0.5)));
+    groups.emplace_back(rest, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.05).momentum(0.5)));
   }
   return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(0.1).weight_decay(0.01));
 }
@@ -139,8 +139,8 @@ class FullyShardedTest : public ::testing::Test {
     train_reference(net, *optimizer, unused, clip, norms);
     return named(net);
   }
-  void train_reference(torch::nn::Sequential net, torch::optim::Optimizer& optimizer, bool unused,
-                       double clip = 0, std::vector<double>* norms = nullptr) {
+  void train_reference(torch::nn::Sequential net, torch::optim::Optimizer& optimizer, bool unused, double clip = 0,
+                       std::vector<double>* norms = nullptr) {
     for (int step = 0; step < kSteps; ++step) {
       optimizer.zero_grad();
       for (int r = 0; r < group->size(); ++r) {
@@ -436,6 +436,11 @@ TEST_F(FullyShardedTest, FullStateDictRoundTrips) {
 }
 
 TEST_F(FullyShardedTest, RefusesWhatCannotBeSharded) {
+  {
+    auto net = acc::init_empty_weights([] { return make_net(); });
+    const auto message = acc::testing::error_of([&] { acc::FullyShardedModel model(net, *group); });
+    EXPECT_NE(message.find("is on the meta device"), std::string::npos) << message;
+  }
   {
     auto net = make_net();
     net[0]->as<torch::nn::Linear>()->bias.set_requires_grad(false);

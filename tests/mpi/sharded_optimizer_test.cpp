@@ -22,6 +22,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/distributed_model.hpp"
 #include "common/odd_sized_net.hpp"
@@ -529,6 +530,12 @@ TEST_F(ShardedOptimizerTest, UnshardableOptimizersAreRefusedWithTheReason) {
   sgd.step();  // momentum buffers for the whole parameters now exist
   message = acc::testing::error_of<acc::ConfigError>([&] { acc::ShardedOptimizer s(sgd, *group); });
   EXPECT_NE(message.find("before its first step"), std::string::npos) << message;
+
+  // Parameters never loaded have no values to shard.
+  auto empty = acc::init_empty_weights([] { return std::make_shared<Net>(1); });
+  torch::optim::Adam adam(empty->parameters());
+  message = acc::testing::error_of<acc::ConfigError>([&] { acc::ShardedOptimizer s(adam, *group); });
+  EXPECT_NE(message.find("is on the meta device"), std::string::npos) << message;
 }
 
 TEST_F(ShardedOptimizerTest, ReplicasHoldingAnotherPlaceInTheirGroupAreRefusedOnEveryRank) {

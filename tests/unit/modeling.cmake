@@ -13,3 +13,4 @@ add_test(NAME module_sizes_crosscheck
           ${CMAKE_CURRENT_BINARY_DIR}/module_sizes_crosscheck)
 set_tests_properties(module_sizes_crosscheck PROPERTIES
   LABELS "unit" TIMEOUT 600 SKIP_RETURN_CODE 77 SKIP_REGULAR_EXPRESSION "ACCELERATE_TEST_SKIPPED")
+accelerate_add_unit_test(empty_weights_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/empty_weights_test.cpp)

@@ -11,7 +11,16 @@ wrote (ours) with Accelerate's load_offloaded_weight, and writes the same
 tensors with Accelerate's offload_state_dict into the second (theirs), for
 module_sizes_dump to read.
 
-usage: module_sizes_crosscheck.py <json from module_sizes_dump> [<our offload folder> <their offload folder>]
+With --empty, both sides build the trees without memory (ours with
+init_empty_weights, Accelerate's under its init_empty_weights with
+include_buffers=True) and every result is compared again, with the names of
+the tensors left on the meta device. Accelerate's init_empty_weights replaces
+a parameter when a second module registers it, which unties it (and its
+retie_parameters ties only to a parameter off the meta device), so the Python
+trees are tied again by hand as the trees built whole are tied. Ours keeps the
+tie: the tensor is made on the meta device, not replaced.
+
+usage: module_sizes_crosscheck.py [--empty] <json from module_sizes_dump> [<our offload folder> <their offload folder>]
 """
 import json
 import logging
@@ -21,6 +30,7 @@ import torch
 from torch import nn
 import warnings
 
+from accelerate import init_empty_weights
 from accelerate.utils import (
     calculate_maximum_sizes,
     compute_module_sizes,
@@ -78,6 +88,15 @@ def trees():
 SPECIAL = {"mlp": "0.weight", "tied": "embed.weight", "nested": "0.proj.weight", "lm": "layers.0.proj.weight"}
 
 
+def tie(model, groups):
+    """Every name of each group made to hold the group's first parameter."""
+    for group in groups:
+        shared = model.get_parameter(group[0])
+        for name in group[1:]:
+            owner, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(owner), leaf, shared)
+
+
 def layer(result):
     size, names = result
     return [size, list(names)]
@@ -85,6 +104,8 @@ def layer(result):
 
 def python_results(name, model):
     return {
+        "on_meta": [n for n, t in model.named_parameters() if t.is_meta]
+        + [n for n, t in model.named_buffers() if t.is_meta],
         "sizes": dict(compute_module_sizes(model)),
         "sizes_bf16": dict(compute_module_sizes(model, dtype=torch.bfloat16)),
         "sizes_fp16_special": dict(
@@ -225,11 +246,21 @@ def check_offload(ours, theirs):
 
 def main():
     logging.getLogger("accelerate").setLevel(logging.ERROR)  # "Device 0 is not available": no GPU is needed
+    empty = len(sys.argv) > 1 and sys.argv[1] == "--empty"
+    if empty:
+        del sys.argv[1]
     with open(sys.argv[1]) as f:
         ours = json.load(f)
     differences = []
     checked = 0
-    models = trees()
+    if empty:
+        ties = {name: find_tied_parameters(model) for name, model in trees().items()}
+        with init_empty_weights(include_buffers=True):
+            models = trees()
+        for name, model in models.items():
+            tie(model, ties[name])
+    else:
+        models = trees()
     for name, model in models.items():
         theirs = python_results(name, model)
         mine = ours[name]
@@ -257,7 +288,8 @@ def main():
     budgets = len(ours["balanced"]) - sum(what.startswith("get_balanced_memory") for what in failures)
     print(f"{checked} results of compute_module_sizes, calculate_maximum_sizes, get_max_layer_size and "
           f"find_tied_parameters, {maps} device maps of infer_auto_device_map and {budgets} budgets of "
-          f"get_balanced_memory (with their maps) agree with Accelerate's on {len(models)} trees; Accelerate "
+          f"get_balanced_memory (with their maps) agree with Accelerate's on {len(models)} trees"
+          f"{' built empty (the meta device)' if empty else ''}; Accelerate "
           f"could not run the other {len(failures)} cases, all on the tree with a module registered twice")
     if len(sys.argv) == 4:
         print(f"Accelerate reads back every one of the {len(offload_reference())} tensors of our offload folder")

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "accelerate/modeling/device_map.hpp"
+#include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
 #include "accelerate/modeling/offload.hpp"
 #include "module_trees.hpp"
@@ -132,6 +133,7 @@ int check_offload_folder(const std::string& folder) {
 }  // namespace
 
 // usage: module_sizes_dump                      (the JSON of our results)
+//        module_sizes_dump empty                (the same for the trees built empty)
 //        module_sizes_dump offload-write DIR    (our offload folder of the reference tensors)
 //        module_sizes_dump offload-check DIR    (reads Accelerate's folder of them)
 int main(int argc, char** argv) {
@@ -144,9 +146,14 @@ int main(int argc, char** argv) {
                                                    {"tied", "embed.weight"},
                                                    {"nested", "0.proj.weight"},
                                                    {"lm", "layers.0.proj.weight"}};
+  // "empty": the trees built by init_empty_weights, their tensors on the meta device.
+  const bool empty = argc == 2 && std::string(argv[1]) == "empty";
   nlohmann::json out;
-  for (const auto& [name, module] : acc::testing::trees::all()) {
+  for (const auto& [name, whole] : acc::testing::trees::all()) {
+    const auto module =
+        empty ? acc::init_empty_weights([&, name = name] { return acc::testing::trees::all().at(name); }) : whole;
     nlohmann::json& entry = out[name];
+    entry["on_meta"] = acc::meta_tensor_names(*module);
     entry["sizes"] = acc::compute_module_sizes(*module);
     entry["sizes_bf16"] = acc::compute_module_sizes(*module, at::kBFloat16);
     entry["sizes_fp16_special"] = acc::compute_module_sizes(*module, at::kHalf, {{special.at(name), at::kFloat}});

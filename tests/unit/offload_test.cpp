@@ -159,8 +159,13 @@ TEST(ModuleTensors, SetAModulesTensorInPlace) {
               acc::set_module_tensor_to_device(*block, "nope.weight", at::kCPU);
             }).find("no submodule 'nope'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { acc::set_module_tensor_to_device(*block, "proj.weight", at::kMeta); }).find("meta device"),
+  // To the meta device and back: the member follows; back needs a value.
+  acc::set_module_tensor_to_device(*block, "proj.weight", at::kMeta);
+  EXPECT_TRUE(block->proj->weight.is_meta());
+  EXPECT_NE(error_of([&] { acc::set_module_tensor_to_device(*block, "proj.weight", at::kCPU); }).find("meta device"),
             std::string::npos);
+  acc::set_module_tensor_to_device(*block, "proj.weight", at::kCPU, torch::ones({6, 6}));
+  EXPECT_TRUE(torch::equal(block->proj->weight, torch::ones({6, 6})));
 }
 
 }  // namespace

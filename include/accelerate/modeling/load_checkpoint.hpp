@@ -23,7 +23,8 @@ namespace accelerate {
 
 struct LoadCheckpointOptions {
   /// Where each tensor goes ("0", "cpu", "disk"); without one, each tensor
-  /// stays on the device it is on.
+  /// stays on the device it is on, except that one on the meta device (a model
+  /// built by init_empty_weights) comes to the CPU.
   std::optional<DeviceMap> device_map;
   /// Where the tensors mapped to "disk" are written (Accelerate's offload
   /// folder format, offload.hpp); required when the map names the disk.
@@ -43,8 +44,10 @@ struct LoadCheckpointOptions {
 /// Tensors mapped to the disk are written to the offload folder, in the dtype
 /// the model's tensor takes, and merged into its index.json; the model's
 /// tensor then maps that file (map_offloaded_weight()): its values are the
-/// checkpoint's, its memory the file's pages rather than the process's
-/// (LibTorch cannot put it on the meta device in place, as Accelerate does).
+/// checkpoint's, its memory the file's pages rather than the process's.
+/// (Accelerate leaves such tensors on the meta device and reads them back in a
+/// forward hook; LibTorch modules have no such hooks, so a mapped tensor keeps
+/// the model runnable.)
 /// A tensor of another shape is a ConfigError. Returns the missing and
 /// unexpected names.
 checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const std::filesystem::path& checkpoint,

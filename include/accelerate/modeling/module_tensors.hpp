@@ -19,9 +19,9 @@ namespace accelerate {
 /// the tensor's dtype unless `dtype` is given; `dtype` casts floating-point
 /// values only (integers and bools are not converted), with or without a
 /// value. The tensor stays a parameter (or a buffer), with its requires_grad.
-/// ConfigError for a name the module does not have, a value of another shape,
-/// or a move to or from the meta device (LibTorch cannot change a tensor
-/// between the meta device and a device with memory in place).
+/// To the meta device the tensor's memory is released; from it, a value is
+/// needed (a meta tensor has none). ConfigError for a name the module does not
+/// have, a value of another shape, or a meta tensor moved without a value.
 void set_module_tensor_to_device(torch::nn::Module& module, const std::string& tensor_name, const c10::Device& device,
                                  const std::optional<at::Tensor>& value = std::nullopt,
                                  std::optional<c10::ScalarType> dtype = std::nullopt);

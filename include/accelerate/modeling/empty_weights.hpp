@@ -1,0 +1,72 @@
+// Building a model without memory for its weights (Accelerate's
+// init_empty_weights): every tensor the model's constructors create goes on
+// the meta device, which records shapes and dtypes and allocates nothing. The
+// model's sizes and device map are then computed (compute_module_sizes,
+// infer_auto_device_map), and load_checkpoint_in_model gives each tensor its
+// memory and values, one tensor at a time.
+//
+//   auto model = accelerate::init_empty_weights([] { return Transformer(config); });
+//   auto map = accelerate::infer_auto_device_map(*model, budget);
+//   accelerate::load_checkpoint_in_model(*model, "exported/", {.device_map = map, ...});
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace accelerate {
+
+/// Every parameter and buffer of `module` not on the meta device moves there,
+/// in place (its memory is released once nothing else holds it).
+void move_to_meta_device(torch::nn::Module& module);
+
+/// The names (as named_parameters/named_buffers give them) of the module's
+/// tensors still on the meta device: what a load has not filled yet.
+std::vector<std::string> meta_tensor_names(const torch::nn::Module& module);
+
+namespace detail {
+
+/// Runs `construct` with this thread's tensor factories sending their tensors
+/// to the meta device; the thread's dispatch state is restored afterwards,
+/// whether `construct` returns or throws.
+void run_on_meta_device(const std::function<void()>& construct);
+
+template <class T>
+torch::nn::Module& module_of(T& built) {
+  if constexpr (requires { built.ptr(); }) {
+    return *built.ptr();  // a ModuleHolder (torch::nn::Linear, TORCH_MODULE(Net))
+  } else {
+    static_assert(std::is_convertible_v<decltype(*built), torch::nn::Module&>,
+                  "init_empty_weights: the factory must return a module holder or a pointer to a module");
+    return *built;  // std::shared_ptr<Net>
+  }
+}
+
+}  // namespace detail
+
+/// Calls `make()` (which builds and returns a model: a module holder such as
+/// torch::nn::Sequential or TORCH_MODULE(Net), or a std::shared_ptr to a
+/// module) with every tensor it creates on this thread put on the meta device,
+/// and returns the model with all its parameters and buffers there. It is
+/// Accelerate's init_empty_weights(include_buffers=True): a LibTorch module's
+/// buffers are all persistent (in its state dict), so a checkpoint fills them
+/// too. While `make` runs, every tensor created on this thread is a meta tensor
+/// and operations on tensors give meta results: `make` should build the model
+/// and nothing else.
+template <class Factory>
+auto init_empty_weights(Factory&& make) -> std::invoke_result_t<Factory&> {
+  std::optional<std::invoke_result_t<Factory&>> built;
+  detail::run_on_meta_device([&] { built.emplace(std::invoke(make)); });
+  // Tensors made by copying from a host value (torch::tensor(0), as BatchNorm's
+  // counter is) bypass the factories: they are moved after.
+  move_to_meta_device(detail::module_of(*built));
+  return std::move(*built);
+}
+
+}  // namespace accelerate
