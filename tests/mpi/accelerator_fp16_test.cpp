@@ -5,7 +5,8 @@
 // the step on every rank and backs the scale off everywhere, gradients are
 // unscaled once (unscale_gradients, clipping by norm and by value), the
 // scaler's state survives save_state/load_state, and sharded training
-// (SHARD_GRAD_OP) skips an overflow that only one shard holds on every rank.
+// (SHARD_GRAD_OP) skips an overflow that only one shard holds on every rank,
+// as FULL_SHARD does, clipping by norm and by value as NO_SHARD does.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -19,6 +20,7 @@
 #include "accelerate/runtime/availability.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
+#include "accelerate/training/fully_sharded_model.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
 
@@ -241,6 +243,63 @@ TEST_F(AcceleratorFp16, ShardedTrainingSkipsAnOverflowOfOneShardOnEveryRank) {
     if (k == 1) continue;
     EXPECT_NEAR(sharded.norms[k], ddp.norms[k], 1e-5 * ddp.norms[k]) << "step " << k;
   }
+  for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
+}
+
+// The same under FULL_SHARD, which shards the children of a Sequential: the
+// overflow comes through the output's second column on the last rank at step
+// 1, and at step 2 gradients are also clipped by value (the shards clamped).
+ScaledRun scaled_sequential_run(const std::string& strategy) {
+  acc::AcceleratorOptions options;
+  options.mixed_precision = "fp16";
+  options.scaler_kwargs.init_scale = 1024.0;
+  options.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
+  acc::Accelerator accelerator(options);
+  torch::manual_seed(7);
+  auto net = torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::ReLU(), torch::nn::Linear(16, 2));
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  ScaledRun run;
+  torch::manual_seed(200 + world_rank());
+  const auto x = torch::randn({8, 6});
+  for (int step = 0; step < 4; ++step) {
+    const auto output = model(x);
+    auto loss = output.pow(2).mean();
+    if (step == 1 && world_rank() == world_size() - 1) {
+      loss = loss + std::numeric_limits<float>::infinity() * output.narrow(1, 1, 1).sum();
+    }
+    accelerator.backward(loss);
+    if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 1e6)) run.norms.push_back(*norm);
+    if (step == 2) accelerator.clip_grad_value_(net->parameters(), 1e-3);
+    optimizer->step();
+    optimizer->zero_grad();
+    run.skipped.push_back(accelerator.optimizer_step_was_skipped());
+    for (const double scale : gathered(accelerator, accelerator.scaler()->get_scale())) {
+      EXPECT_EQ(scale, step == 0 ? 1024.0 : 512.0) << strategy << ", step " << step;
+    }
+  }
+  if (acc::FullyShardedModel* sharded = model->fully_sharded()) {
+    for (const auto& item : sharded->full_state_dict()) run.parameters.push_back(item.value());
+  } else {
+    run.parameters = snapshot(*net);
+  }
+  return run;
+}
+
+TEST_F(AcceleratorFp16, FullShardSkipsAnOverflowOnEveryRankAndClipsTheTrueGradients) {
+  const ScaledRun ddp = scaled_sequential_run("NO_SHARD");
+  const ScaledRun sharded = scaled_sequential_run("FULL_SHARD");
+  EXPECT_EQ(ddp.skipped, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(sharded.skipped, ddp.skipped);
+  ASSERT_EQ(sharded.norms.size(), ddp.norms.size());
+  for (std::size_t k = 0; k < ddp.norms.size(); ++k) {
+    if (k == 1) continue;
+    EXPECT_NEAR(sharded.norms[k], ddp.norms[k], 1e-5 * ddp.norms[k]) << "step " << k;
+  }
+  EXPECT_GT(ddp.norms[2], 1e-3 * std::sqrt(146.0));  // some of the 146 gradients exceed the clip by value
+  ASSERT_EQ(sharded.parameters.size(), ddp.parameters.size());
   for (std::size_t i = 0; i < ddp.parameters.size(); ++i) {
     EXPECT_TRUE(torch::allclose(sharded.parameters[i], ddp.parameters[i], 1e-5, 1e-6)) << "parameter " << i;
   }

@@ -1,14 +1,18 @@
 // FULL_SHARD (ZeRO stage 3) through the Accelerator at 1, 2 and 4 ranks: a
 // Sequential prepared with fsdp_plugin FULL_SHARD trains with gradient
 // accumulation to where NO_SHARD ends, each rank holding 1/N of the
-// parameters and of Adam's state; clipping returns NO_SHARD's norms;
-// bf16 ends where NO_SHARD's bf16 ends; save_state/load_state resume
-// bit-identically, and the checkpoint resumes under NO_SHARD and
-// SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD) within rounding;
+// parameters and of Adam's state; clipping returns NO_SHARD's norms, and
+// clipping by value ends where NO_SHARD's does; bf16 ends where NO_SHARD's
+// bf16 ends; save_model writes the whole trained model and leaves it sharded;
+// save_state/load_state resume bit-identically, and the checkpoint resumes
+// under NO_SHARD and SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD)
+// within rounding, and on half the ranks, on one rank, and (saved on half)
+// on all of them;
 // HYBRID_SHARD on emulated nodes shards within each node, ends where NO_SHARD
 // ends and resumes; a model that is not a Sequential, LocalSGD, and a module
 // whose sharded model is gone are refused with the reason.
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -19,6 +23,8 @@
 #include <vector>
 
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/load_checkpoint.hpp"
+#include "accelerate/runtime/state.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
@@ -72,11 +78,13 @@ struct TrainingRun {
 };
 
 // Micro-steps [from, to): first loads `resume_from`, at the end saves to
-// `save_to`; with `clip`, SGD and clip_grad_norm_ before every step (Adam
-// hides a uniformly scaled gradient), else Adam.
+// `save_to`; with `clip`, SGD and clip_grad_norm_ (or, with `clip_by_value`,
+// clip_grad_value_) before every step (Adam hides a uniformly scaled
+// gradient), else Adam.
 TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
                   const std::optional<fs::path>& resume_from = std::nullopt, bool clip = false,
-                  std::optional<std::string> precision = std::nullopt, int ranks_per_node = 0) {
+                  std::optional<std::string> precision = std::nullopt, int ranks_per_node = 0,
+                  bool clip_by_value = false) {
   // Emulated nodes (HYBRID_SHARD) come with the State.
   acc::StateOptions nodes;
   nodes.emulated_ranks_per_node = ranks_per_node;
@@ -97,7 +105,9 @@ TrainingRun train(const std::string& strategy, int from, int to, const std::opti
     auto scope = accelerator.accumulate(*model);
     const auto [x, y] = batch(i);
     accelerator.backward(torch::mse_loss(model(x), y));
-    if (clip) {
+    if (clip && clip_by_value) {
+      accelerator.clip_grad_value_(net->parameters(), 0.02);
+    } else if (clip) {
       if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 0.05)) run.norms.push_back(*norm);
     }
     optimizer->step();
@@ -145,6 +155,118 @@ TEST_F(AcceleratorFullShard, ClipsByTheNormOfTheWholeGradient) {
   EXPECT_GT(ddp.norms[0], 0.05);  // the clip was active
 }
 
+TEST_F(AcceleratorFullShard, ClipsByValueAsNoShardClips) {
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, true);
+  const TrainingRun sharded =
+      train("FULL_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, true);
+  expect_ends_where(sharded, ddp);
+  // The clip was active: without it the run ends elsewhere.
+  const TrainingRun unclipped = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true);
+  EXPECT_FALSE(torch::allclose(unclipped.parameters[0], ddp.parameters[0], 1e-4, 1e-5));
+}
+
+TEST_F(AcceleratorFullShard, SaveModelWritesTheWholeModelAndLeavesItSharded) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_save_model");
+  acc::Accelerator accelerator(options("FULL_SHARD"));
+  auto net = make_net();
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  for (int i = 0; i < 4; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    const auto [x, y] = batch(i);
+    accelerator.backward(torch::mse_loss(model(x), y));
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  accelerator.save_model(*model, dir / "model");
+  acc::FullyShardedModel* sharded = model->fully_sharded();
+  ASSERT_NE(sharded, nullptr);
+  EXPECT_EQ(sharded->whole_parameter_bytes(), 0) << "save_model left the parameters whole";
+  // Every rank reads the file into a fresh model: the trained parameters, exactly.
+  auto fresh = torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
+  const auto report = acc::load_checkpoint_in_model(*fresh, dir / "model", {.strict = true});
+  EXPECT_TRUE(report.empty()) << report.to_string();
+  const auto trained = sharded->full_state_dict();
+  for (const auto& item : trained) {
+    EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
+  }
+  EXPECT_FALSE(torch::equal(trained["0.weight"], make_net()->named_parameters()["0.weight"])) << "nothing trained";
+  accelerator.wait_for_everyone();
+  acc::testing::remove_shared_directory(dir);
+}
+
+// Micro-steps [from, to) on the ranks of `comm`, Adam, every rank on the same
+// whole batch: the averaged gradient, and so the run, is the same on any
+// number of ranks. Loads `resume_from` first, saves to `save_to` at the end;
+// returns the whole parameters.
+std::vector<torch::Tensor> train_alike(MPI_Comm comm, const std::string& strategy, int from, int to,
+                                       const std::optional<fs::path>& save_to,
+                                       const std::optional<fs::path>& resume_from) {
+  acc::StateOptions state;
+  state.comm = comm;
+  acc::Accelerator accelerator(std::make_shared<acc::State>(state), options(strategy));
+  auto net = make_net();
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  if (resume_from) accelerator.load_state(*resume_from);
+  for (int i = from; i < to; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    torch::manual_seed(1000 + i);
+    const auto x = torch::randn({8, 9});
+    const auto y = torch::randn({8, 2});
+    accelerator.backward(torch::mse_loss(model(x), y));
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  if (save_to) accelerator.save_state(*save_to);
+  std::vector<torch::Tensor> parameters;
+  if (acc::FullyShardedModel* sharded = model->fully_sharded()) {
+    for (const auto& item : sharded->full_state_dict()) parameters.push_back(item.value());
+  } else {
+    for (const auto& p : net->parameters()) parameters.push_back(p.detach().clone());
+  }
+  return parameters;
+}
+
+// The first `ranks` ranks of the world, or MPI_COMM_NULL on the others.
+MPI_Comm first_ranks(int ranks) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() < ranks ? 0 : MPI_UNDEFINED, world_rank(), &comm);
+  return comm;
+}
+
+void expect_close(const std::vector<torch::Tensor>& run, const std::vector<torch::Tensor>& reference) {
+  ASSERT_EQ(run.size(), reference.size());
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(run[i], reference[i], 1e-5, 1e-6))
+        << "tensor " << i << " differs by " << (run[i] - reference[i]).abs().max().item<double>();
+  }
+}
+
+TEST_F(AcceleratorFullShard, ACheckpointResumesOnOtherRankCounts) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_ranks");
+  const std::vector<torch::Tensor> uninterrupted = train_alike(MPI_COMM_WORLD, "FULL_SHARD", 0, kMicroSteps, {}, {});
+  const int half = std::max(1, world_size() / 2);
+  // Saved on every rank: resumed sharded on half of them, and unsharded on one.
+  (void)train_alike(MPI_COMM_WORLD, "FULL_SHARD", 0, kMicroSteps / 2, dir / "all", {});
+  for (const auto& [ranks, strategy] : {std::pair{half, "FULL_SHARD"}, std::pair{1, "NO_SHARD"}}) {
+    if (MPI_Comm comm = first_ranks(ranks); comm != MPI_COMM_NULL) {
+      expect_close(train_alike(comm, strategy, kMicroSteps / 2, kMicroSteps, {}, dir / "all"), uninterrupted);
+      MPI_Comm_free(&comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // Saved on half the ranks: resumed sharded on all of them.
+  if (MPI_Comm comm = first_ranks(half); comm != MPI_COMM_NULL) {
+    (void)train_alike(comm, "FULL_SHARD", 0, kMicroSteps / 2, dir / "half", {});
+    MPI_Comm_free(&comm);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_close(train_alike(MPI_COMM_WORLD, "FULL_SHARD", kMicroSteps / 2, kMicroSteps, {}, dir / "half"),
+               uninterrupted);
+  acc::testing::remove_shared_directory(dir);
+}
+
 TEST_F(AcceleratorFullShard, Bf16EndsWhereNoShardBf16Ends) {
   // Autocast runs each unit's forward in bf16 over the fp32 shards gathered:
   // the same computation as NO_SHARD's, up to the reduction order.
@@ -162,7 +284,8 @@ int ranks_per_node() { return std::max(1, world_size() / 2); }
 TEST_F(AcceleratorFullShard, HybridShardShardsWithinEachNodeAndEndsWhereNoShardEnds) {
   const int local = ranks_per_node();
   const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps);
-  const TrainingRun hybrid = train("HYBRID_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, false, std::nullopt, local);
+  const TrainingRun hybrid =
+      train("HYBRID_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, false, std::nullopt, local);
   expect_ends_where(hybrid, ddp);
   // Shards of the node's ranks, not of the world's.
   EXPECT_EQ(hybrid.shard_elements, (170 + local - 1) / local + (36 + local - 1) / local);
