@@ -1,5 +1,7 @@
 #include "checkpoint/optimizer_state.hpp"
 
+#include "checkpoint/tensor_pieces.hpp"
+
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -276,19 +278,9 @@ const std::vector<at::Tensor>& slices_of(const optim::Optimizer& optimizer, cons
   return optimizer.param_groups()[g].params();
 }
 
-// Which copy of the shards this rank's pieces count in, in a file that
-// `file_ranks` ranks write or read together. The shards' own ranks hold the
-// state once. A file shared by every copy (HYBRID_SHARD_ZERO2 saved without
-// save_on_each_node) holds each copy's pieces; a file of one copy's ranks
-// (save_on_each_node with the shards inside a node) holds them once.
 int copy_in_file(const ShardLayout& shards, int file_ranks, const std::string& where) {
-  if (file_ranks == shards.world_size) return 0;
-  if (file_ranks == shards.world_size * shards.replicas) return shards.replica;
-  throw ConfigError(where + ": the optimizer's state is sharded over " + std::to_string(shards.world_size) + " ranks" +
-                    (shards.replicas > 1 ? " (in " + std::to_string(shards.replicas) + " copies)" : "") + ", but " +
-                    std::to_string(file_ranks) +
-                    " ranks share this checkpoint file, so their shards are not the whole state. With "
-                    "save_on_each_node, shard within each node (HYBRID_SHARD_ZERO2), or save without it.");
+  return detail::copy_in_file(shards.world_size, shards.replicas, shards.replica, file_ranks, "the optimizer's state",
+                              where);
 }
 
 // This rank's pieces of parameter i of a param group, as views of `tensors`

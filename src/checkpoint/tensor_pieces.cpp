@@ -40,4 +40,16 @@ std::vector<std::pair<std::int64_t, std::int64_t>> flat_ranges(const std::vector
   return ranges;
 }
 
+int copy_in_file(int shard_ranks, int replicas, int replica, int file_ranks, const std::string& what,
+                 const std::string& where) {
+  if (file_ranks == shard_ranks) return 0;
+  if (file_ranks == shard_ranks * replicas) return replica;
+  throw ConfigError(where + ": " + what + " is sharded over " + std::to_string(shard_ranks) + " ranks" +
+                    (replicas > 1 ? " (in " + std::to_string(replicas) + " copies)" : "") + ", but " +
+                    std::to_string(file_ranks) +
+                    " ranks share this checkpoint file, so their shards are not the whole of it. With "
+                    "save_on_each_node, shard within each node (HYBRID_SHARD, HYBRID_SHARD_ZERO2), or save without "
+                    "it.");
+}
+
 }  // namespace accelerate::checkpoint::detail

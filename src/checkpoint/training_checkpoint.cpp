@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "accelerate/runtime/state.hpp"
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/optimizer_state.hpp"
+#include "checkpoint/tensor_pieces.hpp"
 #include "detail/deadline_comm.hpp"
 
 namespace accelerate::checkpoint {
@@ -87,6 +89,85 @@ const ShardLayout* shards_of(const TrainingStateRefs& refs, std::size_t optimize
   return optimizer < refs.optimizer_shards.size() && refs.optimizer_shards[optimizer]
              ? &*refs.optimizer_shards[optimizer]
              : nullptr;
+}
+
+const ShardedWeights* weights_of(const TrainingStateRefs& refs, std::size_t model) {
+  return model < refs.model_shards.size() && refs.model_shards[model] ? &*refs.model_shards[model] : nullptr;
+}
+
+std::map<std::string, const ShardedWeights::Weight*> weights_by_name(const ShardedWeights& weights) {
+  std::map<std::string, const ShardedWeights::Weight*> by_name;
+  for (const auto& weight : weights.weights) by_name.emplace(weight.name, &weight);
+  return by_name;
+}
+
+int weights_copy(const ShardedWeights& weights, int file_ranks, const std::string& group) {
+  return detail::copy_in_file(weights.world_size, weights.replicas, weights.replica, file_ranks, "the model's weights",
+                              "checkpoint: group '" + group + "'");
+}
+
+// A model's tensors: whole, or (FULL_SHARD) its sharded parameters in this
+// rank's pieces, into the same whole datasets; of pieces held in several
+// copies, the first copy's ranks write.
+void write_model(CheckpointWriter& writer, const std::string& group, const torch::nn::Module& model,
+                 const ShardedWeights* weights) {
+  const auto pieced = weights != nullptr ? weights_by_name(*weights) : decltype(weights_by_name(*weights)){};
+  const bool writes_pieces = weights == nullptr || weights_copy(*weights, writer.size(), group) == 0;
+  for (const auto& [name, tensor] : module_state(model)) {
+    const auto it = pieced.find(name);
+    if (it == pieced.end()) {
+      writer.write_replicated(group + "/" + name, tensor);
+    } else {
+      const ShardedWeights::Weight& weight = *it->second;
+      writer.write_pieces(group + "/" + name, weight.dtype, weight.shape,
+                          writes_pieces ? weight.pieces : std::vector<TensorPiece>{});
+    }
+  }
+}
+
+// The reverse: whole tensors read whole, sharded parameters read straight
+// into this rank's pieces of them. The names are checked, all together,
+// before anything is read.
+KeyReport read_model(CheckpointReader& reader, const std::string& group, const torch::nn::Module& model,
+                     const ShardedWeights* weights, bool strict) {
+  std::map<std::string, at::Tensor> state = module_state(model);
+  if (weights == nullptr) return reader.load_into(group, state, strict);
+  const auto pieced = weights_by_name(*weights);
+  std::vector<TensorSpec> expected;
+  for (const auto& [name, tensor] : state) {
+    const auto it = pieced.find(name);
+    if (it == pieced.end()) {
+      expected.push_back({name, std::string(detail::dtype_name(tensor.scalar_type())), tensor.sizes().vec()});
+    } else {
+      expected.push_back({name, std::string(detail::dtype_name(it->second->dtype)), it->second->shape});
+    }
+  }
+  std::vector<TensorSpec> found;
+  const std::string prefix = group + "/";
+  for (const EntryInfo& info : reader.entries(group)) {
+    if (info.kind != EntryKind::Replicated) continue;
+    TensorSpec spec = info.spec;
+    spec.name = spec.name.substr(prefix.size());
+    found.push_back(std::move(spec));
+  }
+  const KeyReport report = compare_keys(expected, found);
+  if (strict && !report.empty()) {
+    throw ConfigError("checkpoint: '" + reader.file().string() + "' group '" + group +
+                      "' does not match the destination (strict loading):\n" + report.to_string() +
+                      "Load with strict=false to load the matching entries only.");
+  }
+  std::set<std::string> skip(report.missing.begin(), report.missing.end());
+  for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);
+  std::map<std::string, at::Tensor> whole;
+  for (const auto& [name, tensor] : state) {
+    if (pieced.count(name) == 0 && skip.count(name) == 0) whole.emplace(name, tensor);
+  }
+  (void)reader.load_into(group, whole, /*strict=*/false);
+  const int copy = weights_copy(*weights, reader.size(), group);
+  for (const ShardedWeights::Weight& weight : weights->weights) {
+    if (skip.count(weight.name) == 0) reader.read_pieces(prefix + weight.name, weight.pieces, copy);
+  }
+  return report;
 }
 
 std::uint64_t large_state_bytes(const TrainingStateRefs& refs) {
@@ -156,9 +237,7 @@ void read_rng_states(CheckpointReader& reader) {
 
 void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
-    const std::string group = indexed_group(MODEL_NAME, i);
-    for (const auto& [name, tensor] : module_state(*refs.models[i]))
-      writer.write_replicated(group + "/" + name, tensor);
+    write_model(writer, indexed_group(MODEL_NAME, i), *refs.models[i], weights_of(refs, i));
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
     detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], shards_of(refs, i));
@@ -210,7 +289,7 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
   torch::NoGradGuard no_grad;  // parameters are written in place
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
     const std::string group = indexed_group(MODEL_NAME, i);
-    const KeyReport report = reader.load_into(group, module_state(*refs.models[i]), strict);
+    const KeyReport report = read_model(reader, group, *refs.models[i], weights_of(refs, i), strict);
     if (!report.empty()) loaded.key_problems[group] = report.to_string();
   }
   // Schedulers before optimizers: replaying a schedule moves the learning

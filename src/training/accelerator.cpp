@@ -104,40 +104,6 @@ std::shared_ptr<State> require_state(std::shared_ptr<State> state) {
   return state;
 }
 
-// Stage 3 models hold 1/N of their parameters. Checkpoints read and write
-// the modules' own parameters, so those are gathered whole for the duration;
-// after a load, each rank's part of them goes back into its shards.
-class WholeParameters {
- public:
-  WholeParameters(const std::vector<std::shared_ptr<DistributedModel>>& models, bool write_back)
-      : write_back_(write_back), exceptions_(std::uncaught_exceptions()) {
-    try {
-      for (const auto& model : models) {
-        if (FullyShardedModel* sharded = model->fully_sharded()) {
-          sharded->gather_full_parameters();
-          held_.push_back(sharded);
-        }
-      }
-    } catch (...) {
-      for (FullyShardedModel* sharded : held_) sharded->release_full_parameters(/*write_back=*/false);
-      throw;
-    }
-  }
-  ~WholeParameters() {
-    // A load that failed part way does not write its weights into the shards
-    // (what it loaded into the optimizers and elsewhere stays loaded).
-    const bool write_back = write_back_ && std::uncaught_exceptions() == exceptions_;
-    for (FullyShardedModel* sharded : held_) sharded->release_full_parameters(write_back);
-  }
-  WholeParameters(const WholeParameters&) = delete;
-  WholeParameters& operator=(const WholeParameters&) = delete;
-
- private:
-  bool write_back_;
-  int exceptions_;
-  std::vector<FullyShardedModel*> held_;
-};
-
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : Accelerator(OnState{}, std::move(options), nullptr) {}
@@ -443,7 +409,12 @@ bool Accelerator::check_trigger() {
 
 checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   checkpoint::TrainingStateRefs refs;
-  for (const auto& model : models_) refs.models.push_back(model->module().get());
+  for (const auto& model : models_) {
+    refs.models.push_back(model->module().get());
+    // FULL_SHARD: the weights go to and from the file in each rank's pieces.
+    FullyShardedModel* const sharded = model->fully_sharded();
+    refs.model_shards.push_back(sharded != nullptr ? std::optional(sharded->sharded_weights()) : std::nullopt);
+  }
   for (const auto& optimizer : optimizers_) {
     refs.optimizers.push_back(&optimizer->optimizer());
     if (optimizer->sharded() != nullptr) {
@@ -482,7 +453,6 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
 
 std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
   ACCELERATE_PROFILE_RANGE("accelerate::save_state");
-  const WholeParameters whole(models_, /*write_back=*/false);
   return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(),
                                          {.step = step_,
                                           .mixed_precision = std::string(to_string(settings_.mixed_precision))});
@@ -491,7 +461,6 @@ std::filesystem::path Accelerator::save_state(const std::optional<std::filesyste
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
                                                         bool strict) {
   ACCELERATE_PROFILE_RANGE("accelerate::load_state");
-  const WholeParameters whole(models_, /*write_back=*/true);
   return checkpoint::load_training_state(*state_, project_, input_dir, checkpoint_refs(), strict);
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,18 @@ struct FullyShardedModel::Unit {
   bool reduced = false;
 
   [[nodiscard]] std::int64_t total() const { return offsets.back(); }
+
+  // The run of parameter p that rank `rank`'s shard holds: where it starts in
+  // the parameter and in the shard, and how long it is (0: none of it).
+  struct Run {
+    std::int64_t offset = 0, shard_offset = 0, count = 0;
+  };
+  [[nodiscard]] Run run_of(std::size_t p, std::int64_t rank) const {
+    const std::int64_t begin = rank * slice;
+    const std::int64_t from = std::max(begin, offsets[p]);
+    const std::int64_t to = std::min(begin + slice, offsets[p + 1]);
+    return from < to ? Run{from - offsets[p], from - begin, to - from} : Run{};
+  }
 };
 
 struct FullyShardedModel::Hooks {
@@ -564,15 +577,16 @@ void FullyShardedModel::release_full_parameters(bool write_back) {
   }
 }
 
+std::tuple<int, int, int> FullyShardedModel::copies() const {
+  ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas);
+  return {group_.size(), replicas != nullptr ? replicas->size() : 1, replicas != nullptr ? replicas->rank() : 0};
+}
+
 checkpoint::ShardLayout FullyShardedModel::shard_layout(const torch::optim::Optimizer& optimizer) const {
   std::map<const c10::TensorImpl*, std::size_t> unit_of_shard;
   for (std::size_t u = 0; u < units_.size(); ++u) unit_of_shard.emplace(units_[u].shard.unsafeGetTensorImpl(), u);
   checkpoint::ShardLayout layout;
-  layout.world_size = group_.size();
-  if (ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas)) {
-    layout.replicas = replicas->size();
-    layout.replica = replicas->rank();
-  }
+  std::tie(layout.world_size, layout.replicas, layout.replica) = copies();
   const std::int64_t rank = group_.rank();
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     const auto& params = optimizer.param_groups()[g].params();
@@ -587,19 +601,32 @@ checkpoint::ShardLayout FullyShardedModel::shard_layout(const torch::optim::Opti
       // The shard of unit u stands for the unit's parameters, in order; this
       // rank's runs of them are its part of the flat space.
       const Unit& unit = units_[found->second];
-      const std::int64_t begin = rank * unit.slice;
-      const std::int64_t end = begin + unit.slice;
       for (std::size_t p = 0; p < unit.parameters.size(); ++p) {
         const std::size_t index = group.parameters.size();
         group.parameters.push_back(unit.parameters[p]);
-        const std::int64_t from = std::max(begin, unit.offsets[p]);
-        const std::int64_t to = std::min(end, unit.offsets[p + 1]);
-        if (from < to) group.pieces.push_back({index, from - unit.offsets[p], to - from, t, from - begin});
+        const Unit::Run run = unit.run_of(p, rank);
+        if (run.count > 0) group.pieces.push_back({index, run.offset, run.count, t, run.shard_offset});
       }
     }
     layout.groups.push_back(std::move(group));
   }
   return layout;
+}
+
+checkpoint::ShardedWeights FullyShardedModel::sharded_weights() const {
+  checkpoint::ShardedWeights weights;
+  std::tie(weights.world_size, weights.replicas, weights.replica) = copies();
+  for (const Unit& unit : units_) {
+    const at::Tensor shard = unit.shard.detach();
+    for (const auto& [name, p] : unit.names) {  // tied names each, with the same pieces
+      const at::Tensor& parameter = unit.parameters[p];
+      checkpoint::ShardedWeights::Weight weight{name, parameter.scalar_type(), parameter.sizes().vec(), {}};
+      const Unit::Run run = unit.run_of(p, group_.rank());
+      if (run.count > 0) weight.pieces.push_back({run.offset, shard.narrow(0, run.shard_offset, run.count)});
+      weights.weights.push_back(std::move(weight));
+    }
+  }
+  return weights;
 }
 
 std::size_t FullyShardedModel::units() const noexcept { return units_.size(); }

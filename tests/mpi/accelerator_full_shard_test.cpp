@@ -4,7 +4,9 @@
 // parameters and of Adam's state; clipping returns NO_SHARD's norms, and
 // clipping by value ends where NO_SHARD's does; bf16 ends where NO_SHARD's
 // bf16 ends; save_model writes the whole trained model and leaves it sharded;
-// save_state/load_state resume bit-identically, and the checkpoint resumes
+// save_state/load_state write and read the weights in each rank's pieces
+// (never whole) into a file a plain module loads, resume bit-identically,
+// and the checkpoint resumes
 // under NO_SHARD and SHARD_GRAD_OP (and a NO_SHARD one under FULL_SHARD)
 // within rounding, and on half the ranks, on one rank, and (saved on half)
 // on all of them;
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,6 +194,53 @@ TEST_F(AcceleratorFullShard, SaveModelWritesTheWholeModelAndLeavesItSharded) {
     EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
   }
   EXPECT_FALSE(torch::equal(trained["0.weight"], make_net()->named_parameters()["0.weight"])) << "nothing trained";
+  accelerator.wait_for_everyone();
+  acc::testing::remove_shared_directory(dir);
+}
+
+TEST_F(AcceleratorFullShard, CheckpointsWriteAndReadTheWeightsInPiecesWithoutMakingThemWhole) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_pieces");
+  acc::Accelerator accelerator(options("FULL_SHARD"));
+  auto net = make_net();
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  acc::FullyShardedModel* sharded = model->fully_sharded();
+  ASSERT_NE(sharded, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    const auto [x, y] = batch(i);
+    accelerator.backward(torch::mse_loss(model(x), y));
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  // A registered object is saved and loaded after the model: it sees
+  // whether the model was made whole for the checkpoint.
+  std::vector<std::int64_t> whole_bytes;
+  accelerator.register_for_checkpointing(
+      acc::checkpoint::TensorState{.save =
+                                       [&] {
+                                         whole_bytes.push_back(sharded->whole_parameter_bytes());
+                                         return std::map<std::string, torch::Tensor>{{"probe", torch::zeros({1})}};
+                                       },
+                                   .load =
+                                       [&](const std::map<std::string, torch::Tensor>&) {
+                                         whole_bytes.push_back(sharded->whole_parameter_bytes());
+                                       }});
+  const auto trained = sharded->full_state_dict();
+  accelerator.save_state(dir / "ckpt");
+  // The file holds the whole tensors: a plain module loads them.
+  auto fresh = torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
+  const auto report = acc::load_checkpoint_in_model(*fresh, dir / "ckpt", {.strict = true});
+  EXPECT_TRUE(report.empty()) << report.to_string();
+  for (const auto& item : trained) {
+    EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
+  }
+  // Read back into shards that were changed: the pieces land where they were.
+  for (const auto& p : sharded->parameters()) p.detach().zero_();
+  accelerator.load_state(dir / "ckpt");
+  const auto loaded = sharded->full_state_dict();
+  for (const auto& item : trained) EXPECT_TRUE(torch::equal(loaded[item.key()], item.value())) << item.key();
+  EXPECT_EQ(whole_bytes, (std::vector<std::int64_t>{0, 0}));
   accelerator.wait_for_everyone();
   acc::testing::remove_shared_directory(dir);
 }

@@ -11,7 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "accelerate/checkpoint/tensor_piece.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -34,6 +37,24 @@ struct ShardLayout {
   int replicas = 1;           // copies of every shard (HYBRID_SHARD_ZERO2: one per node)
   int replica = 0;            // which copy this rank holds
   std::vector<Group> groups;  // one per param group of the optimizer
+};
+
+/// A model's parameters that no rank holds whole (FULL_SHARD): each by its
+/// name in the model's state, with this rank's pieces of it (views of the
+/// shards). A checkpoint writes them with write_pieces and reads them straight
+/// into the pieces, so no rank gathers the model; the file holds the same
+/// whole tensors as a run without sharding writes.
+struct ShardedWeights {
+  struct Weight {
+    std::string name;
+    c10::ScalarType dtype = c10::ScalarType::Float;
+    std::vector<std::int64_t> shape;
+    std::vector<TensorPiece> pieces;  // this rank's, padding excluded
+  };
+  std::vector<Weight> weights;
+  int world_size = 1;  // ranks the weights are cut over
+  int replicas = 1;    // copies of every piece (HYBRID_SHARD: one per node)
+  int replica = 0;     // which copy this rank holds
 };
 
 }  // namespace accelerate::checkpoint

@@ -63,6 +63,10 @@ struct TensorState {
 /// and later objects of a kind get a suffix (pytorch_model_1, …).
 struct TrainingStateRefs {
   std::vector<torch::nn::Module*> models;
+  /// Per model (empty: none): the parameters its ranks hold in pieces
+  /// (FULL_SHARD), written and read in those pieces; nullopt for a model every
+  /// rank holds whole.
+  std::vector<std::optional<ShardedWeights>> model_shards;
   std::vector<torch::optim::Optimizer*> optimizers;
   /// Per optimizer (empty: none): how a ShardedOptimizer's shards map to the
   /// model's parameters, or nullopt for an optimizer of whole parameters.

@@ -48,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "accelerate/checkpoint/shard_layout.hpp"
@@ -134,6 +135,11 @@ class FullyShardedModel {
   /// for ShardedOptimizer. ConfigError if it steps anything but the shards.
   [[nodiscard]] checkpoint::ShardLayout shard_layout(const torch::optim::Optimizer& optimizer) const;
 
+  /// This rank's pieces of every parameter (views of its shards), by its name
+  /// in the Sequential's state, tied names each: what checkpoints write and
+  /// read the weights through, so that no rank gathers the whole model.
+  [[nodiscard]] checkpoint::ShardedWeights sharded_weights() const;
+
   [[nodiscard]] torch::nn::Sequential module() const { return model_; }
   [[nodiscard]] std::size_t units() const noexcept;
   /// Elements of all parameters, and of this rank's shards (padding included).
@@ -155,6 +161,8 @@ class FullyShardedModel {
   void reduce(Unit& unit);
   void end_of_backward();
   void reset_backward() noexcept;
+  // (ranks the units are cut over, copies of every shard, this rank's copy).
+  [[nodiscard]] std::tuple<int, int, int> copies() const;
 
   torch::nn::Sequential model_;
   ProcessGroup& group_;
