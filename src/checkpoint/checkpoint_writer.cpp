@@ -39,8 +39,30 @@ std::string describe(std::string_view kind, std::string_view name, c10::ScalarTy
   return text + "]";
 }
 
+// Why `tensor` has no values to write, or "": a tensor on the meta device (a
+// model built by init_empty_weights), or one whose storage was released (a
+// FULL_SHARD parameter between uses, which only its shards hold).
+std::string no_values(const at::Tensor& tensor) {
+  if (tensor.is_meta()) return "it is on the meta device and has no values";
+  if (tensor.numel() > 0 && tensor.storage().nbytes() == 0) {
+    return "its storage holds no memory (a FULL_SHARD parameter, which only its shards hold)";
+  }
+  return {};
+}
+
+// The description includes a missing-values problem, so that ranks that
+// differ in it are refused together by the comparison of descriptions.
 std::string describe(std::string_view kind, std::string_view name, const at::Tensor& tensor) {
-  return describe(kind, name, tensor.scalar_type(), tensor.sizes());
+  const std::string problem = no_values(tensor);
+  return describe(kind, name, tensor.scalar_type(), tensor.sizes()) + (problem.empty() ? "" : " (" + problem + ")");
+}
+
+void require_values(const at::Tensor& tensor, std::string_view name, const std::string& where) {
+  const std::string problem = no_values(tensor);
+  if (!problem.empty()) {
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + std::string(name) + "' in " + where + ": " +
+                      problem + ". Load or gather its values before saving it.");
+  }
 }
 
 }  // namespace
@@ -143,6 +165,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("replicated", name, tensor), "write_replicated");
+  require_values(tensor, name, s.options.file.string());  // the same on every rank, after the comparison
   const at::Tensor data = host_contiguous(tensor);
   const std::int64_t elements = data.numel();
   const std::size_t element_size = data.element_size();
@@ -224,6 +247,7 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
   Impl& s = *impl_;
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("per-rank", name, tensor), "write_per_rank");
+  require_values(tensor, name, s.options.file.string());
   const at::Tensor data = host_contiguous(tensor);
   const std::int64_t elements = data.numel();
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(elements) * data.element_size();

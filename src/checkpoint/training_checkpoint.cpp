@@ -132,6 +132,7 @@ KeyReport read_model(CheckpointReader& reader, const std::string& group, const t
                      const ShardedWeights* weights, bool strict) {
   std::map<std::string, at::Tensor> state = module_state(model);
   if (weights == nullptr) return reader.load_into(group, state, strict);
+  const int copy = weights_copy(*weights, reader.size(), group);  // refused before anything is read
   const auto pieced = weights_by_name(*weights);
   std::vector<TensorSpec> expected;
   for (const auto& [name, tensor] : state) {
@@ -163,7 +164,6 @@ KeyReport read_model(CheckpointReader& reader, const std::string& group, const t
     if (pieced.count(name) == 0 && skip.count(name) == 0) whole.emplace(name, tensor);
   }
   (void)reader.load_into(group, whole, /*strict=*/false);
-  const int copy = weights_copy(*weights, reader.size(), group);
   for (const ShardedWeights::Weight& weight : weights->weights) {
     if (skip.count(weight.name) == 0) reader.read_pieces(prefix + weight.name, weight.pieces, copy);
   }

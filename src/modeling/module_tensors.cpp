@@ -30,19 +30,28 @@ at::Tensor registered_tensor(const torch::nn::Module& owner, const std::string& 
 
 // Gives `target` the data of `next`, keeping the tensor itself (its identity,
 // autograd metadata and requires_grad). set_data refuses a change between the
-// meta device and a device with memory (their tensors are of different dispatch
-// types); for that change the tensor's metadata is copied over directly, after
-// the same step set_data takes: a gradient accumulator made for the old device
-// is dropped, so that the next backward makes one for the new.
-void replace_data(at::Tensor& target, const at::Tensor& next) {
-  if (target.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(next.key_set())) {
-    target.set_data(next);
+// meta device and a device with memory (their tensors are of different
+// dispatch types); for that change alone, between plain strided tensors, the
+// tensor's metadata is copied over directly, after the steps set_data takes
+// on a change of device: a gradient accumulator made for the old device is
+// dropped, so that the next backward makes one for the new. The gradient
+// goes too: one on the old device fits neither.
+void replace_data(at::Tensor& target, const at::Tensor& next, const std::string& tensor_name) {
+  const bool across_meta = target.is_meta() != next.is_meta();
+  const auto plain = [](const at::Tensor& t) { return t.layout() == c10::kStrided && !t.is_quantized(); };
+  if (!across_meta || !plain(target) || !plain(next)) {
+    target.set_data(next);  // LibTorch's own checks and errors for everything else
     return;
+  }
+  if (target.requires_grad() && !(next.is_floating_point() || next.is_complex())) {
+    tensor_error(tensor_name, std::string("the tensor requires grad, but its value is ") +
+                                  c10::toString(next.scalar_type()) + "; only floating-point tensors can");
   }
   if (auto* meta = torch::autograd::impl::get_autograd_meta(target)) {
     const std::lock_guard<std::mutex> lock(meta->mutex_);
     meta->grad_accumulator_.reset();
   }
+  target.mutable_grad() = at::Tensor();
   target.unsafeGetTensorImpl()->shallow_copy_from(next.getIntrusivePtr());
 }
 
@@ -84,7 +93,7 @@ void set_module_tensor_to_device(torch::nn::Module& module, const std::string& t
       if (dtype && (next.is_floating_point() || next.is_complex())) next = next.to(*dtype);
     }
   }
-  replace_data(target, next);  // the same tensor, new data: members, registry and ties all see it
+  replace_data(target, next, tensor_name);  // the same tensor, new data: members, registry and ties all see it
 }
 
 }  // namespace accelerate

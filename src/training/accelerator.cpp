@@ -22,6 +22,7 @@
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
 #include "detail/profile_range.hpp"
+#include "training/meta_tensor_check.hpp"
 
 namespace accelerate {
 namespace {
@@ -184,6 +185,9 @@ bool Accelerator::optimizer_step_was_skipped() const {
 
 std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<torch::nn::Module> module) {
   if (!module) throw ConfigError("Accelerator::prepare: the model pointer is null.");
+  // Before the move to the device, which cannot copy out of a meta tensor.
+  training_detail::refuse_meta_tensors(training_detail::named_module_tensors(*module), {world_.get()},
+                                       "Accelerator::prepare", "preparing the model");
   if (options_.device_placement) module->to(device());
   DistributedModelOptions model_options;
   model_options.autocast_dtype = autocast_dtype_of(settings_.mixed_precision);

@@ -11,6 +11,7 @@
 #include "accelerate/format.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "training/gradient_reducer.hpp"
+#include "training/meta_tensor_check.hpp"
 
 namespace accelerate {
 namespace {
@@ -119,18 +120,6 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
       autocast_kwargs_(options.autocast_kwargs),
       convert_outputs_to_fp32_(options.convert_outputs_to_fp32) {
   if (!module_) throw ConfigError(detail::where() + " DistributedModel: the module pointer is null.");
-  for (const auto& named : {module_->named_parameters(/*recurse=*/true), module_->named_buffers(/*recurse=*/true)}) {
-    for (const auto& item : named) {
-      // A model built by init_empty_weights has shapes but no values until a
-      // load fills it; every rank built the same model, so every rank refuses.
-      if (item.value().is_meta()) {
-        throw ConfigError(detail::where() + " DistributedModel: " + item.key() +
-                          " is on the meta device (the model was built by init_empty_weights and this tensor was "
-                          "not loaded): load its values (load_checkpoint_in_model, set_module_tensor_to_device) "
-                          "before preparing the model.");
-      }
-    }
-  }
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     // A module whose FullyShardedModel is gone keeps its parameters' shapes
     // but no memory: every rank is in the same state, so every rank refuses.
@@ -158,7 +147,11 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   if (wire_problem.empty()) wire_problem = power_sgd_problem;
 
   // 1. Every rank learns every rank's problems, so all raise together.
-  const std::string problem = local_problem(names, parameters, kwargs_, options, wire_problem);
+  // A tensor without values (init_empty_weights) comes first: the others'
+  // checks read values.
+  const std::string meta = training_detail::first_meta_tensor(training_detail::named_module_tensors(*module_));
+  const std::string problem = !meta.empty() ? training_detail::meta_tensor_problem(meta, "preparing the model")
+                                            : local_problem(names, parameters, kwargs_, options, wire_problem);
   const auto problems = to_strings(group_.all_gather_object(c10::IValue(problem)));
   for (std::size_t r = 0; r < problems.size(); ++r) {
     if (!problems[r].empty()) {

@@ -25,6 +25,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
+#include "training/meta_tensor_check.hpp"
 #include "training/replica_groups.hpp"
 #include "training/shard_clipping.hpp"
 
@@ -121,6 +122,8 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     training_detail::require_matching_replicas(group, *options_.replicas,
                                                [](const std::string& reason) { full_shard_error(reason); });
   }
+  training_detail::refuse_meta_tensors(training_detail::named_module_tensors(*model_), {&group, replicas},
+                                       "FullyShardedModel", "sharding the model");
   const auto children = model_->named_children();
   std::map<const c10::TensorImpl*, std::size_t> unit_of;  // a parameter belongs to one unit only
   for (std::size_t c = 0; c < children.size(); ++c) {
@@ -131,11 +134,6 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     unit.offsets.push_back(0);
     for (const auto& named : child.value()->named_parameters(/*recurse=*/true)) {
       const at::Tensor& p = named.value();
-      if (p.is_meta()) {
-        full_shard_error("parameter " + unit.name + "." + named.key() +
-                         " is on the meta device (built by init_empty_weights, not loaded): load the model's values "
-                         "(load_checkpoint_in_model) before sharding it.");
-      }
       const auto [known, added] = unit_of.emplace(p.unsafeGetTensorImpl(), units_.size());
       if (!added && known->second != units_.size()) {
         full_shard_error("parameter " + unit.name + "." + named.key() + " is also a parameter of unit " +

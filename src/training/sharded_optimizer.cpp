@@ -21,6 +21,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
+#include "training/meta_tensor_check.hpp"
 #include "training/replica_groups.hpp"
 #include "training/shard_clipping.hpp"
 
@@ -152,17 +153,21 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     training_detail::require_matching_replicas(group, *options.replicas,
                                                [](const std::string& reason) { sharding_error(reason); });
   }
+  std::vector<std::pair<std::string, at::Tensor>> stepped;
+  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+    const auto& params = optimizer.param_groups()[g].params();
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      stepped.emplace_back("parameter " + std::to_string(p) + " of param group " + std::to_string(g), params[p]);
+    }
+  }
+  training_detail::refuse_meta_tensors(stepped, {&group, replicas}, "ShardedOptimizer",
+                                       "building and sharding its optimizer");
   std::map<const c10::TensorImpl*, std::size_t> group_of;  // a tensor may be in one param group only
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     auto& param_group = optimizer.param_groups()[g];
     FlatGroup flat;
     flat.offsets.push_back(0);
     for (const at::Tensor& p : param_group.params()) {
-      if (p.is_meta()) {
-        sharding_error("parameter " + std::to_string(flat.parameters.size()) + " of param group " + std::to_string(g) +
-                       " is on the meta device (built by init_empty_weights, not loaded): load the model's values "
-                       "(load_checkpoint_in_model) before building and sharding its optimizer.");
-      }
       if (!p.is_contiguous()) {
         sharding_error("parameter " + std::to_string(flat.parameters.size()) + " of param group " + std::to_string(g) +
                        " is not contiguous; shards are views of contiguous parameters.");

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "accelerate/error.hpp"
+#include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/modeling/load_checkpoint.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/accelerator.hpp"
@@ -81,13 +82,12 @@ struct TrainingRun {
 };
 
 // Micro-steps [from, to): first loads `resume_from`, at the end saves to
-// `save_to`; with `clip`, SGD and clip_grad_norm_ (or, with `clip_by_value`,
+// `save_to`; with `clip`, SGD and clip_grad_norm_ (or, with a `clip_value`,
 // clip_grad_value_) before every step (Adam hides a uniformly scaled
 // gradient), else Adam.
 TrainingRun train(const std::string& strategy, int from, int to, const std::optional<fs::path>& save_to = std::nullopt,
                   const std::optional<fs::path>& resume_from = std::nullopt, bool clip = false,
-                  std::optional<std::string> precision = std::nullopt, int ranks_per_node = 0,
-                  bool clip_by_value = false) {
+                  std::optional<std::string> precision = std::nullopt, int ranks_per_node = 0, double clip_value = 0) {
   // Emulated nodes (HYBRID_SHARD) come with the State.
   acc::StateOptions nodes;
   nodes.emulated_ranks_per_node = ranks_per_node;
@@ -108,8 +108,8 @@ TrainingRun train(const std::string& strategy, int from, int to, const std::opti
     auto scope = accelerator.accumulate(*model);
     const auto [x, y] = batch(i);
     accelerator.backward(torch::mse_loss(model(x), y));
-    if (clip && clip_by_value) {
-      accelerator.clip_grad_value_(net->parameters(), 0.02);
+    if (clip && clip_value > 0) {
+      accelerator.clip_grad_value_(net->parameters(), clip_value);
     } else if (clip) {
       if (const auto norm = accelerator.clip_grad_norm_(net->parameters(), 0.05)) run.norms.push_back(*norm);
     }
@@ -159,13 +159,34 @@ TEST_F(AcceleratorFullShard, ClipsByTheNormOfTheWholeGradient) {
 }
 
 TEST_F(AcceleratorFullShard, ClipsByValueAsNoShardClips) {
-  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, true);
+  const TrainingRun ddp = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, 0.02);
   const TrainingRun sharded =
-      train("FULL_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, true);
+      train("FULL_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, 0.02);
   expect_ends_where(sharded, ddp);
-  // The clip was active: without it the run ends elsewhere.
-  const TrainingRun unclipped = train("NO_SHARD", 0, kMicroSteps, std::nullopt, std::nullopt, true);
-  EXPECT_FALSE(torch::allclose(unclipped.parameters[0], ddp.parameters[0], 1e-4, 1e-5));
+  // The clip was active: SGD with a bound nothing reaches ends elsewhere, in
+  // both strategies (a clip that did nothing would end there).
+  for (const char* strategy : {"NO_SHARD", "FULL_SHARD"}) {
+    const TrainingRun unclipped =
+        train(strategy, 0, kMicroSteps, std::nullopt, std::nullopt, true, std::nullopt, 0, 1e9);
+    EXPECT_FALSE(torch::allclose(unclipped.parameters[0], sharded.parameters[0], 1e-4, 1e-5)) << strategy;
+  }
+}
+
+TEST_F(AcceleratorFullShard, ARegisteredModuleSharingTheShardedParametersIsRefusedWhenSaved) {
+  const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_registered");
+  acc::Accelerator accelerator(options("FULL_SHARD"));
+  auto net = make_net();
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+  accelerator.register_for_checkpointing(net.ptr());  // its parameters hold no memory between uses
+  const auto message = acc::testing::error_of([&] { (void)accelerator.save_state(dir / "ckpt"); });
+  if (world_size() > 1) {
+    EXPECT_NE(message.find("its storage holds no memory"), std::string::npos) << message;
+  } else {
+    EXPECT_EQ(message, "<no exception>");  // one rank's shard is the whole parameter
+  }
+  accelerator.wait_for_everyone();
+  acc::testing::remove_shared_directory(dir);
 }
 
 TEST_F(AcceleratorFullShard, SaveModelWritesTheWholeModelAndLeavesItSharded) {
@@ -381,6 +402,11 @@ TEST_F(AcceleratorFullShard, RefusesWhatItCannotShardWithTheReason) {
   acc::Accelerator accelerator(options("FULL_SHARD"));
   auto message = acc::testing::error_of([&] { (void)accelerator.prepare(std::make_shared<NotSequential>()); });
   EXPECT_NE(message.find("torch::nn::Sequential"), std::string::npos) << message;
+  // A model never loaded: named before the move to the device would fail on it.
+  message = acc::testing::error_of([&] { (void)accelerator.prepare(acc::init_empty_weights(make_net)); });
+  EXPECT_NE(message.find("Accelerator::prepare: on rank 0 of its group, 0.weight is on the meta device"),
+            std::string::npos)
+      << message;
   // An optimizer prepared before its model has no shards to step.
   auto net = make_net();
   torch::optim::Adam adam(net->parameters());

@@ -350,6 +350,16 @@ TEST_F(DistributedModelTest, ErrorsAreRaisedOnEveryRank) {
     EXPECT_NE(message.find("0.bias is on the meta device"), std::string::npos) << message;
     EXPECT_NE(message.find("load_checkpoint_in_model"), std::string::npos) << message;
   }
+  // Only rank 0 loaded: the others' empty tensors reach every rank (no hang).
+  if (size > 1) {
+    auto net = acc::init_empty_weights([] { return torch::nn::Sequential(torch::nn::Linear(4, 3)); });
+    if (rank == 0) {
+      acc::set_module_tensor_to_device(*net, "0.weight", torch::kCPU, torch::ones({3, 4}));
+      acc::set_module_tensor_to_device(*net, "0.bias", torch::kCPU, torch::ones({3}));
+    }
+    auto message = acc::testing::error_of([&] { acc::DistributedModel m(net.ptr(), *group); });
+    EXPECT_NE(message.find("on rank 1: 0.weight is on the meta device"), std::string::npos) << message;
+  }
 
   // A problem on the last rank only reaches every rank, naming that rank.
   {

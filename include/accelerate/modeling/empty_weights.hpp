@@ -23,7 +23,8 @@
 namespace accelerate {
 
 /// Every parameter and buffer of `module` not on the meta device moves there,
-/// in place (its memory is released once nothing else holds it).
+/// in place (its memory, and its gradient's, released once nothing else holds
+/// them): the model keeps its shapes and names and gives its memory back.
 void move_to_meta_device(torch::nn::Module& module);
 
 /// The names (as named_parameters/named_buffers give them) of the module's
@@ -37,35 +38,24 @@ namespace detail {
 /// whether `construct` returns or throws.
 void run_on_meta_device(const std::function<void()>& construct);
 
-template <class T>
-torch::nn::Module& module_of(T& built) {
-  if constexpr (requires { built.ptr(); }) {
-    return *built.ptr();  // a ModuleHolder (torch::nn::Linear, TORCH_MODULE(Net))
-  } else {
-    static_assert(std::is_convertible_v<decltype(*built), torch::nn::Module&>,
-                  "init_empty_weights: the factory must return a module holder or a pointer to a module");
-    return *built;  // std::shared_ptr<Net>
-  }
-}
-
 }  // namespace detail
 
-/// Calls `make()` (which builds and returns a model: a module holder such as
-/// torch::nn::Sequential or TORCH_MODULE(Net), or a std::shared_ptr to a
-/// module) with every tensor it creates on this thread put on the meta device,
-/// and returns the model with all its parameters and buffers there. It is
-/// Accelerate's init_empty_weights(include_buffers=True): a LibTorch module's
-/// buffers are all persistent (in its state dict), so a checkpoint fills them
-/// too. While `make` runs, every tensor created on this thread is a meta tensor
-/// and operations on tensors give meta results: `make` should build the model
-/// and nothing else.
+/// Calls `make()`, which builds and returns a model, with every tensor that
+/// the tensor factories (torch::empty, torch::zeros, torch::randn, ...) create
+/// on this thread put on the meta device, and returns what it returns: the
+/// model's parameters and buffers made there have shapes, dtypes and names
+/// and no memory. It is Accelerate's init_empty_weights(include_buffers=True):
+/// a LibTorch module's buffers are all persistent (in its state dict), so a
+/// checkpoint fills them too. Tensors that do not come from a factory keep
+/// their memory: those made from a host scalar (torch::tensor(0), BatchNorm's
+/// counter) and those `make` is handed from outside (a pretrained weight, a
+/// shared table), which are never emptied behind their owners' backs. While
+/// `make` runs, operations on tensors give meta results: it should build the
+/// model and nothing else.
 template <class Factory>
 auto init_empty_weights(Factory&& make) -> std::invoke_result_t<Factory&> {
   std::optional<std::invoke_result_t<Factory&>> built;
   detail::run_on_meta_device([&] { built.emplace(std::invoke(make)); });
-  // Tensors made by copying from a host value (torch::tensor(0), as BatchNorm's
-  // counter is) bypass the factories: they are moved after.
-  move_to_meta_device(detail::module_of(*built));
   return std::move(*built);
 }
 
