@@ -3,10 +3,10 @@
    report.py RUNS.jsonl OUT.json OUT.md
 
 Ratios: samples/s against our DDP, optimizer state against our DDP's (the
-target is 1/N + 5 %), and each ZeRO side against PyTorch's same-stage peer
-(stage 1 against ZeroRedundancyOptimizer; PyTorch's stage 2 and 3 peers,
-FSDP's SHARD_GRAD_OP and FULL_SHARD, need a newer PyTorch with CPU FSDP and
-are not run). Runs without parameter_mb (before stage 3) show a dash there.
+target is 1/N + 5 %), and each side against PyTorch's same-stage peer (DDP
+and stage 1 against Debian's PyTorch 1.13 DDP and ZeroRedundancyOptimizer;
+stages 2 and 3 against PyTorch 2.x's FSDP with SHARD_GRAD_OP and FULL_SHARD,
+"pytorch2", where run.sh had one). Runs without parameter_mb show a dash.
 """
 import json
 import statistics
@@ -28,7 +28,8 @@ def main():
         medians[key]["parameter_mb"] = statistics.median(held) if held else None
     ranks = runs[0]["ranks"] if runs else 0
     base = medians.get(("ours", "ddp"))
-    peer = {("ours", "stage1"): ("pytorch", "zero1"), ("ours", "ddp"): ("pytorch", "ddp")}
+    peer = {("ours", "stage1"): ("pytorch", "zero1"), ("ours", "ddp"): ("pytorch", "ddp"),
+            ("ours", "stage2"): ("pytorch2", "fsdp_grad_op"), ("ours", "stage3"): ("pytorch2", "fsdp_full")}
     lines = [f"{ranks} ranks, {runs[0]['parameters'] / 1e6:.1f} M parameters, Adam, "
              f"batch {runs[0]['batch_per_rank']} per rank; medians of {min(m['rounds'] for m in medians.values())} "
              "rounds", "",
@@ -37,7 +38,7 @@ def main():
              "gradients kept after step (MB) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     order = [("ours", "ddp"), ("ours", "stage1"), ("ours", "stage2"), ("ours", "stage3"), ("pytorch", "ddp"),
-             ("pytorch", "zero1")]
+             ("pytorch", "zero1"), ("pytorch2", "ddp"), ("pytorch2", "fsdp_grad_op"), ("pytorch2", "fsdp_full")]
     for key in order:
         if key not in medians:
             continue

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # ZeRO sharding against DDP, NP ranks x 1 thread: bench_sharded's ddp,
 # stage1 and stage2 (ShardedOptimizer), stage3 (FullyShardedModel) and
-# PyTorch's Python DDP and ZeroRedundancyOptimizer (gloo), same MLP, batch
-# and Adam, ROUNDS times with the order of the six rotated every round. Prints a table of medians and
+# PyTorch's Python DDP and ZeroRedundancyOptimizer (gloo), and, where a
+# PyTorch 2.x with CPU FSDP is at hand (PYTHON2), its DDP and FSDP with
+# SHARD_GRAD_OP and FULL_SHARD; same MLP, batch and Adam, ROUNDS times with the
+# order of the sides rotated every round. Prints a table of medians and
 # writes OUTDIR/sharded.{json,md} and the raw runs in OUTDIR/sharded_runs.jsonl.
 #
 #   bench/sharded/run.sh OUTDIR [options for every side: --width 4096 --layers 6 --batch 16 --steps 5]
@@ -13,6 +15,8 @@
 #   NP          ranks for every side (default 2)
 #   MPIEXEC     launcher (default mpirun)
 #   PYTHON      interpreter with PyTorch (default /usr/bin/python3, Debian's python3-torch)
+#   PYTHON2     interpreter with PyTorch 2.x for the FSDP peers (default: the full-wheel
+#               venv of `ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh`, if made)
 #   TIME_LIMIT  seconds allowed per single run (default 600)
 set -euo pipefail
 
@@ -28,6 +32,7 @@ build=${BUILD_DIR:-$repo/build}
 exe=$build/bench/sharded/bench_sharded
 mpiexec=${MPIEXEC:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
+python2=${PYTHON2:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/torch-venv-cuda/bin/python}
 limit=${TIME_LIMIT:-600}
 rounds=${ROUNDS:-3}
 np=${NP:-2}
@@ -56,6 +61,12 @@ echo "cpu flags (vector): $(grep -o -w -E 'avx512[a-z_]*|avx2|fma|sse4_2|vpclmul
 echo "cores online: $(nproc --all), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "launcher: $("$mpiexec" --version 2>/dev/null | head -n 1)"
 echo "Python peers: $("$python" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
+if [[ -x $python2 ]] && "$python2" -c 'import torch.distributed.fsdp' 2>/dev/null; then
+  echo "FSDP peers: $("$python2" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
+else
+  python2=
+  echo "FSDP peers: none (set PYTHON2, or make the venv once with ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh)"
+fi
 echo
 
 run() {  # impl mode
@@ -65,20 +76,23 @@ run() {  # impl mode
       grep '^{' >>"$runs"
     return
   fi
-  local port=$((29500 + RANDOM % 1000)) pids=() status=0
+  local port=$((29500 + RANDOM % 1000)) pids=() status=0 interpreter=$python
+  [[ $impl == pytorch2 ]] && interpreter=$python2
   for ((rank = 0; rank < np; ++rank)); do
     RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      timeout "$limit" "$python" "$here/zero_peer.py" --mode "$mode" "${options[@]}" >"$outdir/.peer_$rank.out" &
+      timeout "$limit" "$interpreter" "$here/zero_peer.py" --mode "$mode" "${options[@]}" >"$outdir/.peer_$rank.out" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  grep '^{' "$outdir/.peer_0.out" >>"$runs" || status=1
+  # PyTorch 2.x's runs are labelled apart from Debian's 1.13.
+  grep '^{' "$outdir/.peer_0.out" | sed "s/\"impl\": \"pytorch\"/\"impl\": \"$impl\"/" >>"$runs" || status=1
   rm -f "$outdir"/.peer_?.out
   return $status
 }
 
 options=("$@")
 sides=("ours ddp" "ours stage1" "ours stage2" "ours stage3" "pytorch ddp" "pytorch zero1")
+[[ -n $python2 ]] && sides+=("pytorch2 ddp" "pytorch2 fsdp_grad_op" "pytorch2 fsdp_full")
 status=0
 for round in $(seq 1 "$rounds"); do
   # Rotate: round r starts with side r, so no side always runs first or last.
