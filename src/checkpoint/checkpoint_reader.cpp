@@ -527,15 +527,8 @@ std::optional<AttributeValue> CheckpointReader::attribute(std::string_view group
   return read_attribute(object.get(), name, s.where(group));
 }
 
-KeyReport CheckpointReader::load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations,
-                                      bool strict) {
-  Impl& s = *impl_;
+KeyReport CheckpointReader::check_keys(std::string_view group, const std::vector<TensorSpec>& expected, bool strict) {
   const std::string prefix = group.empty() ? std::string() : std::string(group) + "/";
-  std::vector<TensorSpec> expected;
-  for (const auto& [name, tensor] : destinations) {
-    expected.push_back(TensorSpec{name, std::string(dtype_name(tensor.scalar_type())),
-                                  std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end())});
-  }
   std::vector<TensorSpec> found;
   for (const EntryInfo& info : entries(group)) {
     if (info.kind != EntryKind::Replicated) continue;
@@ -545,10 +538,23 @@ KeyReport CheckpointReader::load_into(std::string_view group, const std::map<std
   }
   KeyReport report = compare_keys(expected, found);
   if (strict && !report.empty()) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.options.file.string() + "' group '" +
+    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + impl_->options.file.string() + "' group '" +
                       std::string(group) + "' does not match the destination (strict loading):\n" + report.to_string() +
                       "Load with strict=false to load the matching entries only.");
   }
+  return report;
+}
+
+KeyReport CheckpointReader::load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations,
+                                      bool strict) {
+  Impl& s = *impl_;
+  const std::string prefix = group.empty() ? std::string() : std::string(group) + "/";
+  std::vector<TensorSpec> expected;
+  for (const auto& [name, tensor] : destinations) {
+    expected.push_back(TensorSpec{name, std::string(dtype_name(tensor.scalar_type())),
+                                  std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end())});
+  }
+  const KeyReport report = check_keys(group, expected, strict);
   std::set<std::string> skip(report.missing.begin(), report.missing.end());
   for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);
   std::vector<std::pair<std::string, at::Tensor>> reads;

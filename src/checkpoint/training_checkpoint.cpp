@@ -143,20 +143,7 @@ KeyReport read_model(CheckpointReader& reader, const std::string& group, const t
       expected.push_back({name, std::string(detail::dtype_name(it->second->dtype)), it->second->shape});
     }
   }
-  std::vector<TensorSpec> found;
-  const std::string prefix = group + "/";
-  for (const EntryInfo& info : reader.entries(group)) {
-    if (info.kind != EntryKind::Replicated) continue;
-    TensorSpec spec = info.spec;
-    spec.name = spec.name.substr(prefix.size());
-    found.push_back(std::move(spec));
-  }
-  const KeyReport report = compare_keys(expected, found);
-  if (strict && !report.empty()) {
-    throw ConfigError("checkpoint: '" + reader.file().string() + "' group '" + group +
-                      "' does not match the destination (strict loading):\n" + report.to_string() +
-                      "Load with strict=false to load the matching entries only.");
-  }
+  const KeyReport report = reader.check_keys(group, expected, strict);
   std::set<std::string> skip(report.missing.begin(), report.missing.end());
   for (const KeyMismatch& mismatch : report.mismatched) skip.insert(mismatch.name);
   std::map<std::string, at::Tensor> whole;
@@ -165,7 +152,7 @@ KeyReport read_model(CheckpointReader& reader, const std::string& group, const t
   }
   (void)reader.load_into(group, whole, /*strict=*/false);
   for (const ShardedWeights::Weight& weight : weights->weights) {
-    if (skip.count(weight.name) == 0) reader.read_pieces(prefix + weight.name, weight.pieces, copy);
+    if (skip.count(weight.name) == 0) reader.read_pieces(group + "/" + weight.name, weight.pieces, copy);
   }
   return report;
 }

@@ -69,6 +69,9 @@ std::optional<AttributeValue> CheckpointReader::attribute(std::string_view, std:
 KeyReport CheckpointReader::load_into(std::string_view, const std::map<std::string, at::Tensor>&, bool) {
   not_built("CheckpointReader");
 }
+KeyReport CheckpointReader::check_keys(std::string_view, const std::vector<TensorSpec>&, bool) {
+  not_built("CheckpointReader");
+}
 const std::filesystem::path& CheckpointReader::file() const noexcept {
   static const std::filesystem::path none;
   return none;

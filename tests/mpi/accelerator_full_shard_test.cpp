@@ -189,31 +189,42 @@ TEST_F(AcceleratorFullShard, ARegisteredModuleSharingTheShardedParametersIsRefus
   acc::testing::remove_shared_directory(dir);
 }
 
+// `steps` micro-steps of this rank's batches 0, 1, ... on a prepared model.
+void micro_steps(acc::Accelerator& accelerator, auto& model, auto& optimizer, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    auto scope = accelerator.accumulate(*model);
+    const auto [x, y] = batch(i);
+    accelerator.backward(torch::mse_loss(model(x), y));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+}
+
+// A fresh Sequential of make_net()'s shape, loaded strictly from `checkpoint`
+// (a safetensors export or an HDF5 checkpoint), holds exactly `state`.
+void expect_file_holds(const fs::path& checkpoint, const torch::OrderedDict<std::string, torch::Tensor>& state) {
+  auto fresh = torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
+  const auto report = acc::load_checkpoint_in_model(*fresh, checkpoint, {.strict = true});
+  EXPECT_TRUE(report.empty()) << report.to_string();
+  for (const auto& item : state) {
+    EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
+  }
+}
+
 TEST_F(AcceleratorFullShard, SaveModelWritesTheWholeModelAndLeavesItSharded) {
   const fs::path dir = acc::testing::shared_temp_directory("accelerator_full_shard_save_model");
   acc::Accelerator accelerator(options("FULL_SHARD"));
   auto net = make_net();
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
   auto [model, optimizer] = accelerator.prepare(net, adam);
-  for (int i = 0; i < 4; ++i) {
-    auto scope = accelerator.accumulate(*model);
-    const auto [x, y] = batch(i);
-    accelerator.backward(torch::mse_loss(model(x), y));
-    optimizer->step();
-    optimizer->zero_grad();
-  }
+  micro_steps(accelerator, model, *optimizer, 4);
   accelerator.save_model(*model, dir / "model");
   acc::FullyShardedModel* sharded = model->fully_sharded();
   ASSERT_NE(sharded, nullptr);
   EXPECT_EQ(sharded->whole_parameter_bytes(), 0) << "save_model left the parameters whole";
   // Every rank reads the file into a fresh model: the trained parameters, exactly.
-  auto fresh = torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
-  const auto report = acc::load_checkpoint_in_model(*fresh, dir / "model", {.strict = true});
-  EXPECT_TRUE(report.empty()) << report.to_string();
   const auto trained = sharded->full_state_dict();
-  for (const auto& item : trained) {
-    EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
-  }
+  expect_file_holds(dir / "model", trained);
   EXPECT_FALSE(torch::equal(trained["0.weight"], make_net()->named_parameters()["0.weight"])) << "nothing trained";
   accelerator.wait_for_everyone();
   acc::testing::remove_shared_directory(dir);
@@ -227,13 +238,7 @@ TEST_F(AcceleratorFullShard, CheckpointsWriteAndReadTheWeightsInPiecesWithoutMak
   auto [model, optimizer] = accelerator.prepare(net, adam);
   acc::FullyShardedModel* sharded = model->fully_sharded();
   ASSERT_NE(sharded, nullptr);
-  for (int i = 0; i < 2; ++i) {
-    auto scope = accelerator.accumulate(*model);
-    const auto [x, y] = batch(i);
-    accelerator.backward(torch::mse_loss(model(x), y));
-    optimizer->step();
-    optimizer->zero_grad();
-  }
+  micro_steps(accelerator, model, *optimizer, 2);
   // A registered object is saved and loaded after the model: it sees
   // whether the model was made whole for the checkpoint.
   std::vector<std::int64_t> whole_bytes;
@@ -250,12 +255,7 @@ TEST_F(AcceleratorFullShard, CheckpointsWriteAndReadTheWeightsInPiecesWithoutMak
   const auto trained = sharded->full_state_dict();
   accelerator.save_state(dir / "ckpt");
   // The file holds the whole tensors: a plain module loads them.
-  auto fresh = torch::nn::Sequential(torch::nn::Linear(9, 17), torch::nn::Tanh(), torch::nn::Linear(17, 2));
-  const auto report = acc::load_checkpoint_in_model(*fresh, dir / "ckpt", {.strict = true});
-  EXPECT_TRUE(report.empty()) << report.to_string();
-  for (const auto& item : trained) {
-    EXPECT_TRUE(torch::equal(fresh->named_parameters()[item.key()], item.value())) << item.key();
-  }
+  expect_file_holds(dir / "ckpt", trained);
   // Read back into shards that were changed: the pieces land where they were.
   for (const auto& p : sharded->parameters()) p.detach().zero_();
   accelerator.load_state(dir / "ckpt");

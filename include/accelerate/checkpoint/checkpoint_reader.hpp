@@ -144,6 +144,11 @@ class CheckpointReader {
   /// is read. Non-strict: the matching keys are loaded and the rest reported.
   KeyReport load_into(std::string_view group, const std::map<std::string, at::Tensor>& destinations, bool strict);
 
+  /// load_into()'s check alone: `expected` (names relative to the group)
+  /// against the group's replicated entries; strict: ConfigError listing every
+  /// problem. Reads nothing.
+  KeyReport check_keys(std::string_view group, const std::vector<TensorSpec>& expected, bool strict);
+
   [[nodiscard]] const std::filesystem::path& file() const noexcept;
   /// Ranks reading this file together (the size of options.comm).
   [[nodiscard]] int size() const noexcept;
