@@ -2,7 +2,8 @@
 //
 // all_reduce and broadcast use the blocking calls a training loop makes;
 // all_reduce through MPI's algorithm (the shared-memory path switched off)
-// is a diagnostic.
+// is a diagnostic, and so is the all_reduce of a group.all_reduce_buffer()
+// (what gradient buckets are), which reduces where the data lies.
 // all_gather is timed into a preallocated output (all_gather_async(out, in)
 // then wait()), the form raw MPI and Gloo are timed in; the allocating
 // convenience form `all_gather(input)` is a diagnostic, because it adds a
@@ -34,9 +35,18 @@ class AcceleratePeer final : public Peer {
     switch (op) {
       case Collective::AllReduce: {
         accelerate::ProcessGroup& mpi_group = *mpi_group_;
+        // Collective: every rank builds its candidates in the same order.
+        at::Tensor shared = group.all_reduce_buffer(buffers.data.numel(), buffers.data.options());
         return {{"accelerate", "group.all_reduce(t)", false, [&group, &buffers] { group.all_reduce(buffers.data); }},
                 {"accelerate.mpi", "group.all_reduce(t) with shared_memory_all_reduce = false (MPI's algorithm)", true,
-                 [&mpi_group, &buffers] { mpi_group.all_reduce(buffers.data); }}};
+                 [&mpi_group, &buffers] { mpi_group.all_reduce(buffers.data); }},
+                {"accelerate.buffer", "group.all_reduce(b), b = group.all_reduce_buffer(n) (a gradient bucket)", true,
+                 [&group, shared]() mutable { group.all_reduce(shared); },
+                 [&group, &buffers, shared]() mutable {
+                   shared.copy_(buffers.data);
+                   group.all_reduce(shared);
+                   buffers.data.copy_(shared);
+                 }}};
       }
       case Collective::Broadcast: {
         accelerate::BroadcastOptions options;

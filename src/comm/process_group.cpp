@@ -230,6 +230,14 @@ void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int r
 
 std::string ProcessGroup::cpu_all_reduce_algorithm() const { return mpi_->all_reduce_algorithm(); }
 
+at::Tensor ProcessGroup::all_reduce_buffer(int64_t numel, const at::TensorOptions& options) {
+  if (numel < 0) {
+    throw ConfigError(detail::where() + " all_reduce_buffer: " + std::to_string(numel) +
+                      " elements asked for; ask for zero or more.");
+  }
+  return backend_for(options.device()).make_all_reduce_buffer(numel, options);
+}
+
 std::unique_ptr<Work> ProcessGroup::all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_reduce_async");
   verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));

@@ -65,7 +65,10 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
     int64_t elements = 0;
     for (auto k : bucket.slots) elements += parameters[k].numel();
     const auto& first = parameters[bucket.slots.front()];
-    bucket.flat = at::zeros({elements}, first.options().requires_grad(false));
+    // CPU buckets live where the group all-reduces them fastest: in the
+    // node's shared memory, read by the other ranks where backward wrote.
+    const auto options = first.options().requires_grad(false);
+    bucket.flat = first.is_cpu() ? group.all_reduce_buffer(elements, options) : at::zeros({elements}, options);
     bucket.wire =
         config_.wire_dtype ? at::empty({elements}, bucket.flat.options().dtype(*config_.wire_dtype)) : bucket.flat;
     bucket.pending = bucket.slots.size();

@@ -14,6 +14,7 @@
 #include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/modeling/module_tensors.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "common/mapped_file.hpp"
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
 #include "training/gradient_bucket_plan.hpp"
@@ -81,6 +82,20 @@ class DistributedModelTest : public ::testing::Test {
       EXPECT_LE(diff, atol) << what << ": parameter " << item.key() << " differs by " << diff;
     }
   }
+  // `steps` steps of the reference on the global batch beside the model on
+  // this rank's `b` rows of it.
+  void train_side_by_side(NetImpl& reference, torch::optim::Optimizer& reference_optimizer,
+                          acc::DistributedModel& model, torch::optim::Optimizer& optimizer, const torch::Tensor& x,
+                          const torch::Tensor& y, int64_t b, int steps) const {
+    for (int s = 0; s < steps; ++s) {
+      reference_optimizer.zero_grad();
+      torch::mse_loss(reference.forward(x), y).backward();
+      reference_optimizer.step();
+      optimizer.zero_grad();
+      torch::mse_loss(model.forward<NetImpl>(x.narrow(0, rank * b, b)), y.narrow(0, rank * b, b)).backward();
+      optimizer.step();
+    }
+  }
   // max |x_rank - x_0| over ranks of a flat copy of the parameters.
   double spread_of_parameters(torch::nn::Module& m) {
     std::vector<torch::Tensor> flat;
@@ -135,6 +150,28 @@ TEST_F(DistributedModelTest, TrainingMatchesSingleProcessOnGlobalBatch) {
       // Every gradient arrives during backward: all buckets overlap it.
       EXPECT_EQ(bucket.launched_in_backward, steps) << v.name;
     }
+  }
+}
+
+TEST_F(DistributedModelTest, BucketsOfTheNodeSegmentTrainAsOneProcess) {
+  // Buckets above 64 KiB are reduced where they lie in the node's shared
+  // memory: their gradients are views of it, and the result is unchanged.
+  const int64_t b = 4;
+  auto [x, y] = global_data(b * size);
+  torch::manual_seed(5);
+  auto reference = std::make_shared<NetImpl>(4096);
+  torch::manual_seed(5);
+  auto net = std::make_shared<NetImpl>(4096);
+  torch::optim::SGD ref_opt(reference->parameters(), 0.05);
+  acc::DistributedModel model(net, *group, {.bucket_cap_mb = 0.5});
+  torch::optim::SGD opt(net->parameters(), 0.05);
+  train_side_by_side(*reference, ref_opt, model, opt, x, y, b, 3);
+  expect_same_parameters(*net, *reference, 1e-5, "buckets in the node segment");
+  const bool shared = group->cpu_all_reduce_algorithm().starts_with("shared memory");
+  EXPECT_EQ(shared, size > 1) << group->cpu_all_reduce_algorithm();
+  for (const auto& parameter : net->parameters()) {
+    const auto file = acc::testing::mapped_file_of(parameter.grad().data_ptr());
+    EXPECT_EQ(file.find("/accelerate-hpc-") != std::string::npos, shared) << file;
   }
 }
 
@@ -311,14 +348,7 @@ TEST_F(DistributedModelTest, Fp16AndBf16CompressionStayWithinTolerance) {
     auto net = make_net(9);
     acc::DistributedModel model(net, *group, {.comm_hook = hook});
     torch::optim::SGD opt(net->parameters(), 0.1);
-    for (int s = 0; s < 3; ++s) {
-      ref_opt.zero_grad();
-      torch::mse_loss(reference->forward(x), y).backward();
-      ref_opt.step();
-      opt.zero_grad();
-      torch::mse_loss(model.forward<NetImpl>(x.narrow(0, rank * b, b)), y.narrow(0, rank * b, b)).backward();
-      opt.step();
-    }
+    train_side_by_side(*reference, ref_opt, model, opt, x, y, b, 3);
     const double tol = hook == acc::DDPCommunicationHookType::FP16 ? 2e-3 : 2e-2;
     expect_same_parameters(*net, *reference, tol, std::string(acc::to_string(hook)));
     int64_t fp32_bytes = 0;

@@ -2,8 +2,11 @@
 // dtype and op against MPI's own all-reduce of the same data, sizes around
 // its chunk and slice boundaries, one result on every rank, non-contiguous
 // tensors, the hierarchical path across virtual nodes, and a deadline that
-// names the rank that never came. The reduce-scatter and all-gather through
-// the same segment likewise, and interleaved with each other.
+// names the rank that never came; the same for buffers of the node segment
+// (ProcessGroup::all_reduce_buffer), reduced where they lie, and no rank
+// returning while another still reads its buffer. The reduce-scatter and
+// all-gather through the same segment likewise, and interleaved with each
+// other.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -17,6 +20,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "comm/mpi/shared_memory_all_reduce.hpp"
+#include "common/mapped_file.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
 // translation unit (cmake/AccelerateAddTest.cmake).
@@ -62,6 +66,19 @@ bool same_on_every_rank(ProcessGroup& group, const at::Tensor& tensor) {
   return torch::equal(low, bytes) && torch::equal(high, bytes);
 }
 
+// Whether the tensor's memory is a segment of the node's shared memory.
+bool in_node_segment(const at::Tensor& tensor) {
+  return accelerate::testing::mapped_file_of(tensor.data_ptr()).find("/accelerate-hpc-") != std::string::npos;
+}
+
+// A buffer of all_reduce_buffer() holding `values`.
+at::Tensor buffer_with(ProcessGroup& group, const at::Tensor& values) {
+  auto buffer = group.all_reduce_buffer(values.numel(), values.options());
+  EXPECT_TRUE(torch::equal(buffer, torch::zeros_like(buffer))) << "a new buffer is zeroed";
+  buffer.copy_(values);
+  return buffer;
+}
+
 TEST(SharedMemoryAllReduce, ChosenWhereRanksShareANode) {
   const accelerate::State state;
   const auto shared = shared_group(state);
@@ -88,23 +105,30 @@ TEST(SharedMemoryAllReduce, EveryDtypeAndOpMatchesMpi) {
   for (const auto dtype : dtypes) {
     const int64_t per_chunk = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
     // One element; fewer elements than ranks; a slice boundary off the
-    // cache line; one chunk exactly; two chunks and a ragged third.
-    for (const int64_t numel : {int64_t{1}, int64_t{3}, int64_t{1000}, per_chunk, 2 * per_chunk + 17}) {
+    // cache line; just above the one-synchronisation size; one chunk
+    // exactly; two chunks and a ragged third. Each in ordinary memory and in
+    // a buffer of the node segment (reduced where it lies above 64 KiB).
+    for (const int64_t numel :
+         {int64_t{1}, int64_t{3}, int64_t{1000}, per_chunk / 16 + 3, per_chunk, 2 * per_chunk + 17}) {
       for (const auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
         const bool floating = c10::isFloatingType(dtype);
         if (op == ReduceOp::Avg && !floating) continue;  // refused by both (mpi_backend_test)
-        auto ours = rank_values(numel, rank, op, dtype);
-        auto theirs = ours.clone();
-        shared->all_reduce(ours, {.op = op});
-        mpi->all_reduce(theirs, {.op = op});
-        if (op == ReduceOp::Avg) {
-          // Sum then divide on both sides; the division rounds once.
-          EXPECT_TRUE(torch::allclose(ours.to(torch::kDouble), theirs.to(torch::kDouble), 1e-2, 0))
-              << dtype << " avg of " << numel;
-        } else {
-          EXPECT_TRUE(torch::equal(ours, theirs)) << dtype << ' ' << static_cast<int>(op) << " of " << numel;
+        for (const bool in_buffer : {false, true}) {
+          const auto values = rank_values(numel, rank, op, dtype);
+          auto ours = in_buffer ? buffer_with(*shared, values) : values.clone();
+          auto theirs = values.clone();
+          shared->all_reduce(ours, {.op = op});
+          mpi->all_reduce(theirs, {.op = op});
+          if (op == ReduceOp::Avg) {
+            // Sum then divide on both sides; the division rounds once.
+            EXPECT_TRUE(torch::allclose(ours.to(torch::kDouble), theirs.to(torch::kDouble), 1e-2, 0))
+                << dtype << " avg of " << numel << (in_buffer ? " in a buffer" : "");
+          } else {
+            EXPECT_TRUE(torch::equal(ours, theirs))
+                << dtype << ' ' << static_cast<int>(op) << " of " << numel << (in_buffer ? " in a buffer" : "");
+          }
+          EXPECT_TRUE(same_on_every_rank(*mpi, ours)) << dtype << ' ' << static_cast<int>(op) << " of " << numel;
         }
-        EXPECT_TRUE(same_on_every_rank(*mpi, ours)) << dtype << ' ' << static_cast<int>(op) << " of " << numel;
       }
     }
   }
@@ -243,6 +267,123 @@ TEST(SharedMemoryAllReduce, HierarchicalAcrossVirtualNodes) {
   }
 }
 
+TEST(SharedMemoryAllReduceBuffer, LiesInTheNodeSegmentWhereRanksShareIt) {
+  const accelerate::State state;
+  const auto shared = shared_group(state);
+  const auto mpi = mpi_group(state);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+  const auto buffer = shared->all_reduce_buffer(1 << 20, options);
+  EXPECT_EQ(buffer.sizes(), (std::vector<int64_t>{1 << 20}));
+  EXPECT_EQ(buffer.dtype(), torch::kFloat32);
+  EXPECT_EQ(in_node_segment(buffer), state.num_processes() > 1)
+      << accelerate::testing::mapped_file_of(buffer.data_ptr());
+  // Plain memory where all_reduce does not go through shared memory.
+  EXPECT_FALSE(in_node_segment(mpi->all_reduce_buffer(1 << 20, options)));
+  EXPECT_THROW((void)shared->all_reduce_buffer(-1, options), accelerate::ConfigError);
+}
+
+TEST(SharedMemoryAllReduceBuffer, AWholeBufferIsReducedWhereItLies) {
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "one rank has no shared memory path";
+  using accelerate::detail::SharedMemoryAllReduce;
+  auto shared = SharedMemoryAllReduce::create(state.world_comm(), 0);
+  ASSERT_NE(shared, nullptr);
+  const SharedMemoryAllReduce::Waiting waiting{std::chrono::steady_clock::now() + std::chrono::seconds(60), nullptr};
+  const auto run = [&](at::Tensor& tensor) {
+    ASSERT_TRUE(shared->run(tensor, ReduceOp::Sum, MPI_FLOAT, MPI_SUM, waiting).completed);
+  };
+  const int64_t numel = kChunkBytes / 2;
+  auto buffer = shared->make_buffer(numel, torch::TensorOptions().dtype(torch::kFloat32));
+  ASSERT_TRUE(in_node_segment(buffer));
+  buffer.fill_(1.0);
+  run(buffer);
+  EXPECT_EQ(shared->reduced_in_buffers(), 1U);
+  EXPECT_TRUE(torch::equal(buffer, torch::full({numel}, static_cast<double>(state.num_processes()))));
+  // A copy, a part, and a small buffer go through the slots.
+  auto copy = buffer.clone();
+  run(copy);
+  auto part = buffer.narrow(0, 0, numel - 1);
+  run(part);
+  auto small = shared->make_buffer(100, torch::TensorOptions().dtype(torch::kFloat32));
+  run(small);
+  EXPECT_EQ(shared->reduced_in_buffers(), 1U);
+}
+
+TEST(SharedMemoryAllReduceBuffer, NoRankReturnsWhileOthersStillReadItsBuffer) {
+  // Each rank overwrites its own slice, the one the others copy out of its
+  // buffer, the moment run() returns, as the next backward would. A rank
+  // that returned before the others had copied would garble their results.
+  const accelerate::State state;
+  const int n = state.num_processes();
+  if (n < 2) GTEST_SKIP() << "one rank has no shared memory path";
+  using accelerate::detail::SharedMemoryAllReduce;
+  auto shared = SharedMemoryAllReduce::create(state.world_comm(), 0);
+  ASSERT_NE(shared, nullptr);
+  const int rank = state.process_index();
+  const int64_t slice = int64_t{1} << 18;  // 1 MiB of floats per rank
+  auto buffer = shared->make_buffer(slice * n, torch::TensorOptions().dtype(torch::kFloat32));
+  int garbled = 0;
+  for (int round = 1; round <= 40; ++round) {
+    buffer.fill_(static_cast<double>(round));
+    ASSERT_TRUE(shared
+                    ->run(buffer, ReduceOp::Sum, MPI_FLOAT, MPI_SUM,
+                          {std::chrono::steady_clock::now() + std::chrono::seconds(60), nullptr})
+                    .completed);
+    buffer.narrow(0, rank * slice, slice).fill_(-1.0);
+    for (int r = 0; r < n; ++r) {
+      if (r != rank && !torch::equal(buffer.narrow(0, r * slice, slice), torch::full({slice}, 1.0 * n * round))) {
+        ++garbled;
+      }
+    }
+  }
+  EXPECT_EQ(garbled, 0) << "slices copied after their owner had written them again";
+}
+
+TEST(SharedMemoryAllReduceBuffer, RepeatedInterleavedAndPartialCallsStayInStep) {
+  const SharedAndMpi world;
+  const auto& [state, shared, mpi, rank, n] = world;
+  torch::manual_seed(200 + rank);
+  const int64_t numel = kChunkBytes + 5;
+  const auto values = torch::randn({numel});
+  auto buffer = buffer_with(*shared, values);
+  auto expected = values.clone();
+  for (int round = 0; round < 3; ++round) {
+    // Written again after each call, as backward writes a gradient bucket.
+    buffer.copy_(values * (round + 1));
+    shared->all_reduce_async(buffer)->wait();
+    auto reference = values * (round + 1);
+    mpi->all_reduce(reference);
+    EXPECT_TRUE(torch::allclose(buffer, reference, 1e-5, 1e-5)) << "round " << round;
+    // Each slice reduced once, by its owner, in rank order: one result.
+    EXPECT_TRUE(same_on_every_rank(*mpi, buffer)) << "round " << round;
+    // The ordinary path on the same segment counters, in between.
+    auto plain = torch::full({3 * kChunkBytes / 8}, rank + 1.0);
+    shared->all_reduce(plain, {.op = ReduceOp::Max});
+    EXPECT_TRUE(torch::equal(plain, torch::full({3 * kChunkBytes / 8}, static_cast<double>(n))));
+  }
+  // A part of a buffer takes the ordinary path on every rank.
+  auto part = buffer.narrow(0, 1, numel - 1);
+  part.fill_(2.0);
+  shared->all_reduce(part);
+  EXPECT_TRUE(torch::equal(part, torch::full({numel - 1}, 2.0 * n)));
+}
+
+TEST(SharedMemoryAllReduceBuffer, HierarchicalAcrossVirtualNodes) {
+  accelerate::StateOptions options;
+  options.emulated_ranks_per_node = 2;
+  const accelerate::State state(options);
+  const auto shared = shared_group(state);
+  const auto mpi = mpi_group(state);
+  for (const auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Product}) {
+    const auto values = rank_values(kChunkBytes / 2 + 33, state.process_index(), op, torch::kFloat32);
+    auto ours = buffer_with(*shared, values);
+    auto theirs = values.clone();
+    shared->all_reduce(ours, {.op = op});
+    mpi->all_reduce(theirs, {.op = op});
+    EXPECT_TRUE(torch::equal(ours, theirs)) << static_cast<int>(op);
+  }
+}
+
 TEST(SharedMemoryAllReduce, NodesOfOneRankOrOfUnequalSizesKeepMpi) {
   for (const int per_node : {1, 3}) {
     accelerate::StateOptions options;
@@ -262,12 +403,15 @@ TEST(SharedMemoryAllReduce, NodesOfOneRankOrOfUnequalSizesKeepMpi) {
 // times out at the deadline with `label` and the missing rank named, and
 // then finds the group out of step, which only the shared-memory path leaves
 // behind (MPI's would time out again).
-void expect_missing_rank_named(const std::string& label, const std::function<void(ProcessGroup&)>& collective) {
+// `prepare` runs first on every rank.
+void expect_missing_rank_named(const std::string& label, const std::function<void(ProcessGroup&)>& collective,
+                               const std::function<void(ProcessGroup&)>& prepare = nullptr) {
   const accelerate::State state;
   if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
   auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500),
                                            .abort_on_timeout = false,
                                            .shared_memory_all_reduce = true});
+  if (prepare) prepare(*group);
   const int missing = state.num_processes() - 1;
   if (state.process_index() != missing) {
     const auto start = std::chrono::steady_clock::now();
@@ -295,6 +439,19 @@ TEST(SharedMemoryAllReduce, MissingRankIsNamedAtTheDeadline) {
   auto t = torch::ones({kChunkBytes});
   expect_missing_rank_named("all_reduce(sum) Float[" + std::to_string(kChunkBytes) + "]",
                             [&](ProcessGroup& group) { group.all_reduce(t); });
+}
+
+TEST(SharedMemoryAllReduceBuffer, MissingRankIsNamedAtTheDeadline) {
+  at::Tensor buffer;
+  expect_missing_rank_named(
+      "all_reduce(sum) Float[" + std::to_string(kChunkBytes) + "]",
+      [&](ProcessGroup& group) {
+        ASSERT_TRUE(in_node_segment(buffer));
+        group.all_reduce(buffer);
+      },
+      [&](ProcessGroup& group) {
+        buffer = group.all_reduce_buffer(kChunkBytes, torch::TensorOptions().dtype(torch::kFloat32));
+      });
 }
 
 TEST(SharedMemoryAllGather, MissingRankIsNamedAtTheDeadline) {

@@ -40,6 +40,10 @@ class Backend {
   [[nodiscard]] virtual std::string all_reduce_algorithm() const { return std::string(name()); }
 
   virtual std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) = 0;
+  /// A zeroed 1-D tensor of `numel` elements that this backend all-reduces
+  /// fastest, when every rank passes its own whole (ProcessGroup::
+  /// all_reduce_buffer). Collective. By default plain memory.
+  virtual at::Tensor make_all_reduce_buffer(int64_t numel, const at::TensorOptions& options);
   /// all_reduce for a caller that waits at once. A backend may pick a faster
   /// blocking algorithm here, provided it keeps the timeout guarantees.
   virtual void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) {

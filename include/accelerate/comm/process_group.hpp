@@ -95,6 +95,17 @@ class ProcessGroup {
   /// FeatureNotBuilt / ConfigError when there is none.
   Backend& backend_for(const c10::Device& device);
 
+  /// A zeroed 1-D tensor of `numel` elements on `options.device()`, for
+  /// memory that is all-reduced again and again (gradient buckets). On the
+  /// CPU, where all_reduce goes through the node's shared memory, it lies in
+  /// a segment the node's ranks all map, and an all_reduce of the whole
+  /// tensor on every rank reduces from each rank's copy where it lies: no
+  /// copy into the shared slots. Elsewhere it is ordinary memory. Collective:
+  /// every rank asks for the same size and dtype, in the same order, and
+  /// all-reduces the whole tensor (a part of it, or a different tensor on
+  /// some rank, takes the ordinary path, which the others must take too).
+  at::Tensor all_reduce_buffer(int64_t numel, const at::TensorOptions& options);
+
   // --- asynchronous ---------------------------------------------------------
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options = {});
   std::unique_ptr<Work> broadcast_async(at::Tensor& tensor, const BroadcastOptions& options = {});

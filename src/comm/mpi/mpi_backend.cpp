@@ -204,6 +204,18 @@ void MpiBackend::all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions&
   if (buffer.staged()) buffer.original.copy_(buffer.data);
 }
 
+at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOptions& options) {
+  if (!shared_ || !shared_->usable()) return Backend::make_all_reduce_buffer(numel, options);
+  // Every rank arrives under the deadline first: making the segment takes
+  // blocking calls, which are then sure to complete.
+  const int64_t sequence = board_->arrive();
+  MPI_Request request = MPI_REQUEST_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_.get(), &request));
+  post({"all_reduce_buffer", {}, -1, nullptr}, request, sequence, {}, nullptr, std::nullopt)->wait();
+  at::Tensor buffer = shared_->make_buffer(numel, options);
+  return buffer.defined() ? buffer : Backend::make_all_reduce_buffer(numel, options);
+}
+
 std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
   check_cpu(tensor, "broadcast", "input");
   check_root(options.root, "broadcast");

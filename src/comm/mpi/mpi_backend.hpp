@@ -52,6 +52,8 @@ class MpiBackend final : public Backend {
 
   std::unique_ptr<Work> all_reduce(at::Tensor& tensor, const AllReduceOptions& options) override;
   void all_reduce_blocking(at::Tensor& tensor, const AllReduceOptions& options) override;
+  /// In the node's shared memory where all_reduce goes through it.
+  at::Tensor make_all_reduce_buffer(int64_t numel, const at::TensorOptions& options) override;
   std::unique_ptr<Work> broadcast(at::Tensor& tensor, const BroadcastOptions& options) override;
   std::unique_ptr<Work> all_gather(at::Tensor& output, const at::Tensor& input,
                                    const AllGatherOptions& options) override;

@@ -59,6 +59,30 @@ void* map_segment(MPI_Comm node, int local_rank, std::size_t bytes) {
   return mapping;
 }
 
+}  // namespace
+
+// The memory of one tensor from make_buffer(): this rank's part of a segment
+// where every rank of the node has a part of the same size, `stride` bytes
+// apart. The tensor's storage owns it; dropping the last reference unmaps
+// the segment on this rank alone.
+struct NodeBuffer {
+  uint64_t owner = 0;  // SharedMemoryAllReduce::id_ of its maker
+  std::byte* mapping = nullptr;
+  std::size_t mapping_bytes = 0;
+  std::size_t stride = 0;
+  std::size_t bytes = 0;  // of the tensor
+  int local_rank = 0;
+
+  [[nodiscard]] std::byte* of(int rank) const { return mapping + stride * static_cast<std::size_t>(rank); }
+  ~NodeBuffer() {
+    if (mapping != nullptr) munmap(mapping, mapping_bytes);
+  }
+};
+
+namespace {
+
+void release_node_buffer(void* context) { delete static_cast<NodeBuffer*>(context); }
+
 // Below this many bytes a loop beats ATen's dispatch, which costs about a
 // microsecond per call.
 constexpr int64_t kLoopBytes = 4096;
@@ -135,6 +159,7 @@ void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp
 }  // namespace
 
 std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm comm, int node) {
+  static std::atomic<uint64_t> made{0};
   int rank = 0;
   int size = 1;
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -142,6 +167,8 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm co
   if (size < 2) return nullptr;
   std::unique_ptr<SharedMemoryAllReduce> self(new SharedMemoryAllReduce());
   self->group_size_ = size;
+  self->group_ = comm;
+  self->id_ = ++made;
   ACCELERATE_MPI_CHECK(MPI_Comm_split(comm, node, rank, self->node_.out()));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(self->node_.get(), &self->local_rank_));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(self->node_.get(), &self->local_size_));
@@ -333,6 +360,97 @@ SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::all_gather(at::Tensor& out
   return in_rounds(block, std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes) / element), waiting, fill, use);
 }
 
+at::Tensor SharedMemoryAllReduce::make_buffer(int64_t numel, const at::TensorOptions& options) {
+  const std::size_t page = 4096;
+  auto buffer = std::make_unique<NodeBuffer>();
+  buffer->owner = id_;
+  buffer->local_rank = local_rank_;
+  buffer->bytes = static_cast<std::size_t>(numel) * options.dtype().itemsize();
+  // Whole pages per rank: first touch places each on its owner's NUMA node,
+  // and no two ranks write one cache line.
+  buffer->stride = std::max(page, (buffer->bytes + page - 1) / page * page);
+  buffer->mapping_bytes = buffer->stride * static_cast<std::size_t>(local_size_);
+  buffer->mapping = static_cast<std::byte*>(map_segment(node_.get(), local_rank_, buffer->mapping_bytes));
+  if (buffer->mapping != nullptr) std::memset(buffer->of(local_rank_), 0, buffer->stride);
+  // Every rank of the group takes the same path for this buffer's
+  // all-reduces, or none does: the two paths synchronise differently.
+  int mapped = buffer->mapping != nullptr ? 1 : 0;
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mapped, 1, MPI_INT, MPI_MIN, group_));
+  if (mapped == 0) return {};  // unmapped where it was mapped
+  std::byte* data = buffer->of(local_rank_);
+  const auto bytes = buffer->bytes;
+  c10::DataPtr memory(data, buffer.release(), &release_node_buffer, c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(memory), nullptr, false);
+  return at::empty({0}, options.device(c10::kCPU)).set_(storage, 0, {numel}, {1});
+}
+
+const NodeBuffer* SharedMemoryAllReduce::whole_buffer(const at::Tensor& tensor) const {
+  const auto& memory = tensor.storage().data_ptr();
+  if (memory.get_deleter() != &release_node_buffer) return nullptr;
+  const auto* buffer = static_cast<const NodeBuffer*>(memory.get_context());
+  const bool whole = buffer->owner == id_ && tensor.data_ptr() == buffer->of(local_rank_) && tensor.is_contiguous() &&
+                     static_cast<std::size_t>(tensor.numel()) * tensor.element_size() == buffer->bytes;
+  return whole && buffer->bytes > kWholeMessageBytes ? buffer : nullptr;
+}
+
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_in_buffers(const NodeBuffer& buffer,
+                                                                        const at::Tensor& tensor, ReduceOp op,
+                                                                        MPI_Datatype type, MPI_Op mpi_op,
+                                                                        const Waiting& waiting) {
+  const auto dtype = tensor.scalar_type();
+  const auto element = static_cast<int64_t>(tensor.element_size());
+  const int64_t total = tensor.numel();
+  const int64_t align = std::max<int64_t>(1, kSliceAlignBytes / element);
+  int64_t slice = (total + local_size_ - 1) / local_size_;
+  slice = (slice + align - 1) / align * align;
+  const auto begin_of = [&](int r) { return std::min<int64_t>(slice * r, total); };
+  const auto end_of = [&](int r) { return std::min<int64_t>(begin_of(r) + slice, total); };
+  const auto at_element = [&](int r, int64_t index) { return buffer.of(r) + index * element; };
+  std::byte* mine = buffer.of(local_rank_);
+  ++reduced_in_buffers_;
+  Outcome outcome;
+  // 1. Every rank's buffer holds its contribution.
+  outcome.completed = synchronise(waiting, outcome.missing);
+  if (!outcome.completed) return outcome;
+  // This rank's slice from every buffer, combined in rank order, block by
+  // block, into its own buffer: the result does not depend on which rank
+  // owns the slice. Ranks 0 and 1 may write in place (element i is read
+  // before it is written); a later rank's own data is an operand after the
+  // first combination, so its blocks go through a scratch in L1.
+  constexpr int64_t kBlockBytes = 16 * 1024;
+  alignas(64) std::byte scratch[kBlockBytes];
+  const int64_t block = kBlockBytes / element;
+  const bool divide_here = op == ReduceOp::Avg && node_count_ == 1;
+  const int64_t begin = begin_of(local_rank_);
+  const int64_t end = end_of(local_rank_);
+  for (int64_t from = begin; from < end; from += block) {
+    const int64_t count = std::min(block, end - from);
+    void* out = local_rank_ < 2 ? static_cast<void*>(at_element(local_rank_, from)) : static_cast<void*>(scratch);
+    combine_loop(out, at_element(0, from), at_element(1, from), count, dtype, op);
+    for (int r = 2; r < local_size_; ++r) combine_loop(out, out, at_element(r, from), count, dtype, op);
+    if (out == scratch) std::memcpy(at_element(local_rank_, from), scratch, static_cast<std::size_t>(count * element));
+    if (divide_here) divide_loop(at_element(local_rank_, from), count, dtype, group_size_);
+  }
+  if (end > begin && node_count_ > 1) {
+    if (!reduce_across_nodes(at_element(local_rank_, begin), end - begin, type, mpi_op, waiting)) {
+      outcome.completed = false;
+      return outcome;
+    }
+    if (op == ReduceOp::Avg) divide_loop(at_element(local_rank_, begin), end - begin, dtype, group_size_);
+  }
+  // 2. Every slice is reduced: copy the others' into this buffer.
+  outcome.completed = synchronise(waiting, outcome.missing);
+  if (!outcome.completed) return outcome;
+  for (int r = 0; r < local_size_; ++r) {
+    if (r == local_rank_) continue;
+    const int64_t from = begin_of(r);
+    std::memcpy(mine + from * element, at_element(r, from), static_cast<std::size_t>((end_of(r) - from) * element));
+  }
+  // 3. No rank reads this buffer any more: the caller may write it again.
+  outcome.completed = synchronise(waiting, outcome.missing);
+  return outcome;
+}
+
 SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
                                                           MPI_Op mpi_op, const Waiting& waiting) {
   entry_step_ = steps_;
@@ -342,6 +460,8 @@ SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, Re
   const int64_t align = std::max<int64_t>(1, kSliceAlignBytes / element);
   const int64_t total = tensor.numel();
   auto* data = static_cast<std::byte*>(tensor.data_ptr());
+  if (const NodeBuffer* buffer = whole_buffer(tensor))
+    return reduce_in_buffers(*buffer, tensor, op, type, mpi_op, waiting);
   Outcome outcome;
   if (total > 0 && static_cast<std::size_t>(total * element) <= kWholeMessageBytes) {
     outcome.completed = reduce_whole(tensor, op, type, mpi_op, waiting, outcome.missing);

@@ -18,6 +18,11 @@
 // reduce_scatter() and all_gather() use the same slots on one node, as the
 // two halves of the all-reduce (ZeRO stage 2's gradients and parameters).
 //
+// make_buffer() goes one copy further: a tensor in a segment of its own
+// that every rank of the node maps, so that its all-reduce reads the other
+// ranks' data where they wrote it (gradient buckets: the backward pass
+// writes them there) and skips the copy into the slots.
+//
 // The segment is POSIX shared memory, unlinked as soon as every rank of the
 // node has mapped it: nothing is left behind if the job dies, and releasing
 // it is local (no collective in a destructor).
@@ -38,6 +43,8 @@
 #include "detail/unique_comm.hpp"
 
 namespace accelerate::detail {
+
+struct NodeBuffer;  // a tensor's memory from make_buffer() (the .cpp file)
 
 class SharedMemoryAllReduce {
  public:
@@ -73,7 +80,9 @@ class SharedMemoryAllReduce {
 
   /// All-reduces `tensor` (contiguous, CPU) in place. `type` and `mpi_op`
   /// are MPI's names for its dtype and `op` (for the step across nodes);
-  /// Avg divides by the communicator's size. Needs usable().
+  /// Avg divides by the communicator's size. Needs usable(). A tensor that
+  /// is a whole buffer of make_buffer() on every rank is reduced where it
+  /// lies, without the slots.
   Outcome run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
 
   /// Reduce-scatters `input` (contiguous, n × output.numel() elements) into
@@ -90,7 +99,17 @@ class SharedMemoryAllReduce {
   /// Needs one node (node_count() == 1) and usable().
   Outcome all_gather(at::Tensor& output, const at::Tensor& input, const Waiting& waiting);
 
+  /// A zeroed 1-D tensor of `numel` elements whose memory is this rank's
+  /// part of a new segment the node's ranks all map (placed on this rank's
+  /// NUMA node by first touch). Its all_reduce through run() reduces
+  /// straight from every rank's copy. Collective over the group: every rank
+  /// asks for the same size, in the same order. An undefined tensor on every
+  /// rank where any rank could not make its segment (/dev/shm too small).
+  at::Tensor make_buffer(int64_t numel, const at::TensorOptions& options);
+
   [[nodiscard]] bool usable() const { return !broken_; }
+  /// How many run() calls reduced a buffer where it lies (for tests).
+  [[nodiscard]] uint64_t reduced_in_buffers() const { return reduced_in_buffers_; }
   [[nodiscard]] int node_size() const { return local_size_; }
   [[nodiscard]] int node_count() const { return node_count_; }
 
@@ -114,14 +133,23 @@ class SharedMemoryAllReduce {
   /// A message of at most kWholeMessageBytes, in one round.
   bool reduce_whole(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting,
                     std::string& missing);
+  /// run() of a whole buffer from make_buffer(): reduce this rank's slice
+  /// from every rank's buffer, publish, copy the other slices.
+  Outcome reduce_in_buffers(const NodeBuffer& buffer, const at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
+                            MPI_Op mpi_op, const Waiting& waiting);
+  /// The buffer of make_buffer() that `tensor` is the whole of, made by
+  /// this object and above kWholeMessageBytes; nullptr otherwise.
+  [[nodiscard]] const NodeBuffer* whole_buffer(const at::Tensor& tensor) const;
   /// MPI's all-reduce of `count` elements at `data` among the nodes.
   bool reduce_across_nodes(void* data, int64_t count, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
   [[nodiscard]] std::byte* slot(int local_rank, uint64_t round) const;
   [[nodiscard]] uint64_t& counter(int local_rank) const;
 
-  UniqueComm node_;              // ranks of this node
-  UniqueComm cross_;             // ranks with this local rank on every node
-  std::vector<int> group_rank_;  // group rank of each local rank
+  MPI_Comm group_ = MPI_COMM_NULL;  // the whole group (owned by the caller)
+  uint64_t id_ = 0;                 // tells this object's buffers from others'
+  UniqueComm node_;                 // ranks of this node
+  UniqueComm cross_;                // ranks with this local rank on every node
+  std::vector<int> group_rank_;     // group rank of each local rank
   int local_rank_ = 0;
   int local_size_ = 1;
   int node_count_ = 1;
@@ -131,6 +159,7 @@ class SharedMemoryAllReduce {
   uint64_t steps_ = 0;       // synchronisations so far (the counters' common value)
   uint64_t entry_step_ = 0;  // steps_ when the running operation began
   uint64_t rounds_ = 0;      // chunks reduced so far (which slot is next)
+  uint64_t reduced_in_buffers_ = 0;
   bool broken_ = false;
   unsigned spins_ = PollBackoff::kSpins;  // 1 where the node's ranks outnumber its cores
 };
