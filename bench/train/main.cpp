@@ -1,9 +1,12 @@
 // bench_train: samples/s of data-parallel training through DistributedModel
 // ("ours") and of the same per-rank compute with no communication at all
 // ("ceiling"). Started with mpirun; rank 0 prints one JSON object per run.
-// run.sh runs both, plus PyTorch's Python DDP (ddp_peer.py), and reports.
+// A third mode, "synced_ceiling", is the ceiling with one barrier after each
+// step: what a synchronous job pays for its ranks waiting on one another,
+// with no data moved. run.sh runs all three, plus PyTorch's Python DDP
+// (ddp_peer.py), and reports.
 //
-//   bench_train --workload W1|W2 --mode ours|ceiling [--steps N] [--warmup N]
+//   bench_train --workload W1|W2 --mode ours|ceiling|synced_ceiling [--steps N] [--warmup N]
 //               [--batch 64] [--bucket-cap-mb 25] [--first-bucket-mb 1]
 //               [--bucket-view 0|1] [--progress 0|1]
 //               [--comm-hook no|fp16|bf16|power_sgd|batched_power_sgd] [--power-sgd-rank 1]
@@ -61,7 +64,9 @@ Args parse(int argc, char** argv) {
   app.add_option("--workload", a.workload, "W1 (MLP) or W2 (CNN)")
       ->capture_default_str()
       ->check(CLI::IsMember({"W1", "W2"}));
-  app.add_option("--mode", a.mode, "ours or ceiling")->capture_default_str()->check(CLI::IsMember({"ours", "ceiling"}));
+  app.add_option("--mode", a.mode, "ours, ceiling, or synced_ceiling (a barrier after each step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ours", "ceiling", "synced_ceiling"}));
   app.add_option("--steps", a.steps, "timed steps (0: 200 for W1, 30 for W2)")->capture_default_str();
   app.add_option("--warmup", a.warmup, "untimed steps first")->capture_default_str();
   app.add_option("--batch", a.batch, "samples per rank")
@@ -121,10 +126,11 @@ int main(int argc, char** argv) {
                                                                                                    args.first_bucket_mb,
                                                                                                .progress_in_hooks =
                                                                                                    args.progress});
-  } else if (args.mode != "ceiling") {
-    if (rank == 0) std::cerr << "bench_train: --mode must be ours or ceiling\n";
+  } else if (args.mode != "ceiling" && args.mode != "synced_ceiling") {
+    if (rank == 0) std::cerr << "bench_train: --mode must be ours, ceiling or synced_ceiling\n";
     return 2;
   }
+  const bool barrier_per_step = args.mode == "synced_ceiling";
   torch::optim::SGD optimizer(w.model->parameters(), 0.01);
 
   auto step = [&](int i) {
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
     auto loss = torch::nn::functional::cross_entropy(w.forward(w.inputs[k]), w.targets[k]);
     loss.backward();
     optimizer.step();
+    if (barrier_per_step) MPI_Barrier(state.world_comm());
     return loss;
   };
   for (int i = 0; i < args.warmup; ++i) step(i);

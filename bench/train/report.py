@@ -1,6 +1,8 @@
 """Summarises bench/train runs: medians per (workload, implementation),
 ratio to the ceiling, communication overhead = 1 - samples/s / ceiling, the
-issue's targets, and our per-bucket overlap counters.
+issue's targets, and our per-bucket overlap counters. The synced ceiling
+(a barrier after each step, no data moved) splits our overhead into the
+ranks' waiting on one another and the rest.
 
     report.py RUNS.jsonl OUT.json OUT.md
 """
@@ -26,7 +28,7 @@ def main(runs_path, json_path, md_path):
             base = by.get((workload, impl + "_ceiling")) or ceiling
             pairs = zip(by.get((workload, impl), []), base)
             return [r["samples_per_s"] / c["samples_per_s"] for r, c in pairs]
-        for impl in ("ceiling", "ours", "python_ddp", "python_ddp_ceiling", "python2_ddp", "python2_ddp_ceiling"):
+        for impl in ("ceiling", "synced_ceiling", "ours", "python_ddp", "python_ddp_ceiling", "python2_ddp", "python2_ddp_ceiling"):
             rs = by.get((workload, impl))
             if not rs:
                 continue

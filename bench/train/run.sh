@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training throughput, 2 ranks x 1 thread: DistributedModel
 # ("ours") against the no-communication ceiling (same per-rank compute, no
-# collectives) and PyTorch's Python DistributedDataParallel with gloo -
+# collectives), the same ceiling with a barrier after each step, and PyTorch's Python DistributedDataParallel with gloo -
 # Debian's 1.13 and, where it is installed, a current 2.x - each also with
 # its own ceiling, all in one run, ROUNDS times, the order of the sides
 # rotating from round to round. Prints a table (medians) and writes
@@ -110,6 +110,7 @@ side() {  # side workload [our options…]
   local workload=$2
   case $1 in
     ceiling) run_ours "$workload" ceiling ;;
+    synced_ceiling) run_ours "$workload" synced_ceiling ;;
     ours) shift 2; run_ours "$workload" ours "$@" ;;
     ddp) run_ddp "$python" python_ddp "$workload" ;;
     ddp_ceiling) run_ddp "$python" python_ddp "$workload" --ceiling ;;
@@ -118,7 +119,7 @@ side() {  # side workload [our options…]
   esac
 }
 
-sides=(ceiling ours ddp ddp_ceiling)
+sides=(ceiling synced_ceiling ours ddp ddp_ceiling)
 [[ -n $python2 ]] && sides+=(ddp2 ddp2_ceiling)
 status=0
 for round in $(seq 1 "$rounds"); do

@@ -21,6 +21,7 @@
 #include "accelerate/runtime/state.hpp"
 #include "comm/mpi/shared_memory_all_reduce.hpp"
 #include "common/mapped_file.hpp"
+#include "common/test_helpers.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
 // translation unit (cmake/AccelerateAddTest.cmake).
@@ -280,6 +281,14 @@ TEST(SharedMemoryAllReduceBuffer, LiesInTheNodeSegmentWhereRanksShareIt) {
   // Plain memory where all_reduce does not go through shared memory.
   EXPECT_FALSE(in_node_segment(mpi->all_reduce_buffer(1 << 20, options)));
   EXPECT_THROW((void)shared->all_reduce_buffer(-1, options), accelerate::ConfigError);
+  if (state.num_processes() > 1) {
+    // Sizes that differ are refused on every rank, naming them.
+    const std::string error =
+        accelerate::testing::error_of([&] { (void)shared->all_reduce_buffer(1000 + state.process_index(), options); });
+    EXPECT_NE(error.find("asked for buffers of 4000 to " + std::to_string(4 * (999 + state.num_processes()))),
+              std::string::npos)
+        << error;
+  }
 }
 
 TEST(SharedMemoryAllReduceBuffer, AWholeBufferIsReducedWhereItLies) {

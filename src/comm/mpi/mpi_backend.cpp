@@ -212,6 +212,15 @@ at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOpt
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Ibarrier(comm_.get(), &request));
   post({"all_reduce_buffer", {}, -1, nullptr}, request, sequence, {}, nullptr, std::nullopt)->wait();
+  // Each rank maps the other ranks' parts at its own size: they must agree.
+  const auto bytes = static_cast<long long>(numel) * static_cast<long long>(options.dtype().itemsize());
+  long long extremes[2] = {bytes, -bytes};
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_LONG_LONG, MPI_MAX, comm_.get()));
+  if (extremes[0] != -extremes[1]) {
+    throw ConfigError(where() + " all_reduce_buffer on group '" + group_ + "': the ranks asked for buffers of " +
+                      std::to_string(-extremes[1]) + " to " + std::to_string(extremes[0]) + " bytes (this rank " +
+                      std::to_string(bytes) + "). Every rank must ask for the same size and dtype, in the same order.");
+  }
   at::Tensor buffer = shared_->make_buffer(numel, options);
   return buffer.defined() ? buffer : Backend::make_all_reduce_buffer(numel, options);
 }
