@@ -18,6 +18,10 @@
 namespace accelerate::detail {
 namespace {
 
+// Up to this size a CPU all-reduce through shared memory synchronises once
+// and copies anyway (SharedMemoryAllReduce::kWholeMessageBytes).
+constexpr int64_t kSmallAllReduceBytes = 64 * 1024;
+
 // LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
 using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
@@ -65,10 +69,15 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
     int64_t elements = 0;
     for (auto k : bucket.slots) elements += parameters[k].numel();
     const auto& first = parameters[bucket.slots.front()];
-    // CPU buckets live where the group all-reduces them fastest: in the
-    // node's shared memory, read by the other ranks where backward wrote.
+    // CPU buckets that are all-reduced as they are live where the group
+    // reduces them fastest: in the node's shared memory, read by the other
+    // ranks where backward wrote. Not those that travel as a 16-bit copy, nor
+    // those small enough for one synchronisation, which gain nothing there.
+    // Every rank decides alike: the same plan and configuration.
     const auto options = first.options().requires_grad(false);
-    bucket.flat = first.is_cpu() ? group.all_reduce_buffer(elements, options) : at::zeros({elements}, options);
+    const int64_t bytes = elements * static_cast<int64_t>(c10::elementSize(first.scalar_type()));
+    const bool shared = first.is_cpu() && !config_.wire_dtype && bytes > kSmallAllReduceBytes;
+    bucket.flat = shared ? group.all_reduce_buffer(elements, options) : at::zeros({elements}, options);
     bucket.wire =
         config_.wire_dtype ? at::empty({elements}, bucket.flat.options().dtype(*config_.wire_dtype)) : bucket.flat;
     bucket.pending = bucket.slots.size();

@@ -214,8 +214,15 @@ at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOpt
   post({"all_reduce_buffer", {}, -1, nullptr}, request, sequence, {}, nullptr, std::nullopt)->wait();
   // Each rank maps the other ranks' parts at its own size: they must agree.
   const auto bytes = static_cast<long long>(numel) * static_cast<long long>(options.dtype().itemsize());
-  long long extremes[2] = {bytes, -bytes};
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_LONG_LONG, MPI_MAX, comm_.get()));
+  const auto dtype = static_cast<long long>(c10::typeMetaToScalarType(options.dtype()));
+  long long extremes[4] = {bytes, -bytes, dtype, -dtype};
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm_.get()));
+  if (extremes[2] != -extremes[3]) {
+    throw ConfigError(where() + " all_reduce_buffer on group '" + group_ +
+                      "': the ranks asked for different dtypes (this rank " +
+                      std::string(c10::toString(c10::typeMetaToScalarType(options.dtype()))) +
+                      "). Every rank must ask for the same size and dtype, in the same order.");
+  }
   if (extremes[0] != -extremes[1]) {
     throw ConfigError(where() + " all_reduce_buffer on group '" + group_ + "': the ranks asked for buffers of " +
                       std::to_string(-extremes[1]) + " to " + std::to_string(extremes[0]) + " bytes (this rank " +

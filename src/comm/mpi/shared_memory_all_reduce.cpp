@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/NumericUtils.h>
+#include <ATen/OpMathType.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,20 +27,21 @@ constexpr std::size_t kRegionBytes = kCounterBytes + 2 * SharedMemoryAllReduce::
 // Slices start on cache-line boundaries, so two ranks never write one line.
 constexpr int64_t kSliceAlignBytes = 64;
 
-// Maps the node's segment: local rank 0 creates it, the others open it by
-// name, and it is unlinked once all have mapped it. Returns nullptr where
-// any step failed on this rank.
-void* map_segment(MPI_Comm node, int local_rank, std::size_t bytes) {
+// Maps the node's segment of `bytes`, one part of `part` bytes per local
+// rank: local rank 0 creates it, the others open it by name, and it is
+// unlinked once all have mapped it. Each rank allocates its own part
+// (posix_fallocate), so tmpfs places that part's pages by the rank's own
+// memory policy: on its NUMA node. Allocating, not only sizing, makes a
+// /dev/shm too small for the segment an error now, not a SIGBUS at the
+// first touch. Returns nullptr where any step failed on this rank.
+void* map_segment(MPI_Comm node, int local_rank, std::size_t bytes, std::size_t part) {
   static int made = 0;
   char name[64] = {};
   int fd = -1;
   if (local_rank == 0) {
     std::snprintf(name, sizeof(name), "/accelerate-hpc-%d-%d", static_cast<int>(getpid()), made++);
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    // posix_fallocate, not ftruncate alone: a /dev/shm too small for the
-    // segment is an error now, not a SIGBUS at the first touch.
-    if (fd >= 0 &&
-        (ftruncate(fd, static_cast<off_t>(bytes)) != 0 || posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0)) {
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       close(fd);
       shm_unlink(name);
       fd = -1;
@@ -48,6 +50,11 @@ void* map_segment(MPI_Comm node, int local_rank, std::size_t bytes) {
   }
   ACCELERATE_MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, node));
   if (local_rank != 0 && name[0] != '\0') fd = shm_open(name, O_RDWR, 0);
+  const auto offset = static_cast<off_t>(part * static_cast<std::size_t>(local_rank));
+  if (fd >= 0 && posix_fallocate(fd, offset, static_cast<off_t>(part)) != 0) {
+    close(fd);
+    fd = -1;
+  }
   void* mapping = nullptr;
   if (fd >= 0) {
     mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -129,7 +136,10 @@ void combine_loop(void* out, const void* a, const void* b, int64_t count, c10::S
 void divide_loop(void* data, int64_t count, c10::ScalarType dtype, int divisor) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "shared_memory_all_reduce_avg", [&] {
     auto* values = static_cast<scalar_t*>(data);
-    for (int64_t i = 0; i < count; ++i) values[i] = static_cast<scalar_t>(values[i] / static_cast<scalar_t>(divisor));
+    // In float at least: bfloat16 holds integers exactly only up to 256.
+    using Math = at::opmath_type<scalar_t>;
+    const auto by = static_cast<Math>(divisor);
+    for (int64_t i = 0; i < count; ++i) values[i] = static_cast<scalar_t>(static_cast<Math>(values[i]) / by);
   });
 }
 
@@ -186,9 +196,9 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm co
   ACCELERATE_MPI_CHECK(MPI_Allgather(&rank, 1, MPI_INT, self->group_rank_.data(), 1, MPI_INT, self->node_.get()));
 
   self->mapping_bytes_ = kRegionBytes * static_cast<std::size_t>(self->local_size_);
-  self->mapping_ = map_segment(self->node_.get(), self->local_rank_, self->mapping_bytes_);
+  self->mapping_ = map_segment(self->node_.get(), self->local_rank_, self->mapping_bytes_, kRegionBytes);
   if (self->mapping_ != nullptr) {
-    // First touch by the owner: each region lands on its rank's NUMA node.
+    // Zeroed by its owner (map_segment placed it on the owner's NUMA node).
     std::memset(static_cast<std::byte*>(self->mapping_) + kRegionBytes * static_cast<std::size_t>(self->local_rank_), 0,
                 kRegionBytes);
   }
@@ -366,11 +376,12 @@ at::Tensor SharedMemoryAllReduce::make_buffer(int64_t numel, const at::TensorOpt
   buffer->owner = id_;
   buffer->local_rank = local_rank_;
   buffer->bytes = static_cast<std::size_t>(numel) * options.dtype().itemsize();
-  // Whole pages per rank: first touch places each on its owner's NUMA node,
+  // Whole pages per rank: map_segment places each on its owner's NUMA node,
   // and no two ranks write one cache line.
   buffer->stride = std::max(page, (buffer->bytes + page - 1) / page * page);
   buffer->mapping_bytes = buffer->stride * static_cast<std::size_t>(local_size_);
-  buffer->mapping = static_cast<std::byte*>(map_segment(node_.get(), local_rank_, buffer->mapping_bytes));
+  buffer->mapping =
+      static_cast<std::byte*>(map_segment(node_.get(), local_rank_, buffer->mapping_bytes, buffer->stride));
   if (buffer->mapping != nullptr) std::memset(buffer->of(local_rank_), 0, buffer->stride);
   // Every rank of the group takes the same path for this buffer's
   // all-reduces, or none does: the two paths synchronise differently.
@@ -381,7 +392,11 @@ at::Tensor SharedMemoryAllReduce::make_buffer(int64_t numel, const at::TensorOpt
   const auto bytes = buffer->bytes;
   c10::DataPtr memory(data, buffer.release(), &release_node_buffer, c10::Device(c10::kCPU));
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(memory), nullptr, false);
-  return at::empty({0}, options.device(c10::kCPU)).set_(storage, 0, {numel}, {1});
+  // Only the dtype is taken from `options`: requires_grad is set after set_
+  // (which a leaf that requires grad refuses), and the memory is our own.
+  at::Tensor tensor = at::empty({0}, at::TensorOptions().dtype(options.dtype())).set_(storage, 0, {numel}, {1});
+  if (options.requires_grad()) tensor.requires_grad_(true);
+  return tensor;
 }
 
 const NodeBuffer* SharedMemoryAllReduce::whole_buffer(const at::Tensor& tensor) const {

@@ -101,7 +101,7 @@ class SharedMemoryAllReduce {
 
   /// A zeroed 1-D tensor of `numel` elements whose memory is this rank's
   /// part of a new segment the node's ranks all map (placed on this rank's
-  /// NUMA node by first touch). Its all_reduce through run() reduces
+  /// NUMA node: each rank allocates its own part). Its all_reduce through run() reduces
   /// straight from every rank's copy. Collective over the group: every rank
   /// asks for the same size, in the same order. An undefined tensor on every
   /// rank where any rank could not make its segment (/dev/shm too small).
