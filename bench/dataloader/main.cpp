@@ -9,6 +9,8 @@
 //   libtorch     make_data_loader(dataset.map(Stack<>), DistributedSequentialSampler)
 //   shard        DataLoaderShard (every rank loads its own batches)
 //   dispatcher   DataLoaderDispatcher (rank 0 loads, scatters each rank its slice)
+//   shard+stack  DataLoaderShard collating with LibTorch's Stack<> (diagnostic:
+//                our loader's own cost, without our collate's copy)
 // The sequential order keeps the two libraries' index work identical; each
 // epoch's time is the slowest rank's; the median of E epochs is reported
 // (and the best). Loaders are built once, and their order rotates per epoch.
@@ -99,6 +101,16 @@ double sum_targets(const torch::data::Example<>& batch) {
   return static_cast<double>(batch.target.sum().item<std::int64_t>());
 }
 
+/// LibTorch's own collate (torch::stack of the data and of the targets), as
+/// a collate function of our loader.
+struct LibTorchStack {
+  torch::data::Example<> operator()(std::vector<torch::data::Example<>> samples) const {
+    return torch::data::transforms::Stack<>().apply_batch(std::move(samples));
+  }
+};
+
+constexpr int kPeers = 4;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,8 +124,9 @@ int main(int argc, char** argv) {
 
   // Each rank's share: whole batches of o.batch, round-robin, as both sides shard.
   const std::int64_t per_rank = o.samples / (o.batch * size) * o.batch;
-  double sums[3] = {0, 0, 0};
-  const char* names[3] = {"libtorch make_data_loader", "DataLoaderShard", "DataLoaderDispatcher"};
+  double sums[kPeers] = {0, 0, 0, 0};
+  const char* names[kPeers] = {"libtorch make_data_loader", "DataLoaderShard", "DataLoaderDispatcher",
+                               "DataLoaderShard, Stack<> collate (diagnostic)"};
 
   // Every loader is constructed once, outside the timed epochs: each
   // epoch is one pass of `for (batch : loader)`, as in a training loop.
@@ -145,19 +158,26 @@ int main(int argc, char** argv) {
     for (const auto& batch : dispatcher) s += sum_targets(batch);
     return s;
   };
-  const std::function<double()> epochs[3] = {libtorch_epoch, shard_epoch, dispatcher_epoch};
-  std::vector<std::vector<double>> times(3);
+  accelerate::DataLoaderShard<MemoryDataset, LibTorchStack> stacking(
+      MemoryDataset(dataset), state, {.batch_size = o.batch, .drop_last = true, .num_workers = o.workers});
+  auto stacking_epoch = [&]() {
+    double s = 0;
+    for (const auto& batch : stacking) s += sum_targets(batch);
+    return s;
+  };
+  const std::function<double()> epochs[kPeers] = {libtorch_epoch, shard_epoch, dispatcher_epoch, stacking_epoch};
+  std::vector<std::vector<double>> times(kPeers);
   for (int e = 0; e < o.epochs; ++e) {
     // The order rotates from epoch to epoch, so that no loader always runs
     // on the caches and page state the one before it left.
-    for (int k = 0; k < 3; ++k) {
-      const int peer = (k + e) % 3;
+    for (int k = 0; k < kPeers; ++k) {
+      const int peer = (k + e) % kPeers;
       times[peer].push_back(timed_epoch(epochs[peer], sums[peer]));
     }
   }
-  std::vector<double> best(3);
-  std::vector<double> median(3);
-  for (int peer = 0; peer < 3; ++peer) {
+  std::vector<double> best(kPeers);
+  std::vector<double> median(kPeers);
+  for (int peer = 0; peer < kPeers; ++peer) {
     auto sorted = times[peer];
     std::sort(sorted.begin(), sorted.end());
     best[peer] = sorted.front();
@@ -165,9 +185,9 @@ int main(int argc, char** argv) {
     median[peer] = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   }
   // Every peer read per_rank samples per rank; the global sums must agree
-  // between the two loaders of ours (same round-robin order).
-  double global[3];
-  MPI_Allreduce(sums, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  // between the loaders of ours (same round-robin order).
+  double global[kPeers];
+  MPI_Allreduce(sums, global, kPeers, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const std::int64_t sent = dispatcher.samples_sent();
   if (rank == 0) {
     std::printf(
@@ -177,7 +197,7 @@ int main(int argc, char** argv) {
     std::printf(
         "| loader | median epoch s | best epoch s | samples/s per rank | median ratio to libtorch |\n"
         "|---|---:|---:|---:|---:|\n");
-    for (int peer = 0; peer < 3; ++peer) {
+    for (int peer = 0; peer < kPeers; ++peer) {
       std::printf("| %s | %.3f | %.3f | %.0f | %.3f |\n", names[peer], median[peer], best[peer],
                   static_cast<double>(per_rank) / median[peer], median[peer] / median[0]);
     }
@@ -187,16 +207,19 @@ int main(int argc, char** argv) {
         "(at most (ranks-1)/ranks = %.3f: each sample once)\n",
         static_cast<long long>(sent), o.epochs, static_cast<double>(sent) / (epoch_samples * o.epochs),
         static_cast<double>(size - 1) / size);
-    if (global[1] != global[2]) std::printf("WARNING: the shard and the dispatcher saw different data\n");
+    if (global[1] != global[2] || global[1] != global[3]) {
+      std::printf("WARNING: the loaders of ours saw different data\n");
+    }
     if (!o.json.empty()) {
       std::ofstream out(o.json);
       out << "{\"ranks\": " << size << ", \"samples\": " << o.samples << ", \"batch\": " << o.batch
           << ", \"workers\": " << o.workers << ", \"epochs\": " << o.epochs
           << ", \"median_seconds\": {\"libtorch\": " << median[0] << ", \"shard\": " << median[1]
-          << ", \"dispatcher\": " << median[2] << "}, \"best_seconds\": {\"libtorch\": " << best[0]
-          << ", \"shard\": " << best[1] << ", \"dispatcher\": " << best[2]
+          << ", \"dispatcher\": " << median[2] << ", \"shard_stack\": " << median[3]
+          << "}, \"best_seconds\": {\"libtorch\": " << best[0] << ", \"shard\": " << best[1]
+          << ", \"dispatcher\": " << best[2] << ", \"shard_stack\": " << best[3]
           << "}, \"ratio\": {\"shard\": " << median[1] / median[0] << ", \"dispatcher\": " << median[2] / median[0]
-          << "}, \"dispatcher_samples_sent\": " << sent << "}\n";
+          << ", \"shard_stack\": " << median[3] / median[0] << "}, \"dispatcher_samples_sent\": " << sent << "}\n";
     }
   }
   return 0;

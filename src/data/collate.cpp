@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -43,11 +44,58 @@ constexpr const char* kSameShape =
     "A batch stacks its samples, so every sample's field must have the same shape and dtype; pad or resize the "
     "samples in the dataset's get(), or give the loader a collate function that does.";
 
+// Named tensors (LibTorch 1.x; later versions have no names to keep).
+template <class Tensor>
+bool has_names(const Tensor& tensor) {
+  if constexpr (requires { tensor.has_names(); }) {
+    return tensor.has_names();
+  } else {
+    return false;
+  }
+}
+
+// The samples copied side by side into one new tensor, or an undefined
+// tensor where torch::stack must do it. torch::stack is an operator call per
+// sample (an unsqueeze each for 0-d samples, then cat); samples that are
+// plain, contiguous CPU tensors of one dtype and shape need only one
+// allocation and a memcpy each, and give the same result. Autograd, lazy
+// conjugation or negation, quantized and named tensors go the long way.
+at::Tensor stack_contiguous(const std::vector<at::Tensor>& tensors) {
+  const at::Tensor& first = tensors.front();
+  if (!first.defined() || first.layout() != at::kStrided || !first.device().is_cpu() || first.is_quantized()) {
+    return {};
+  }
+  const at::IntArrayRef sizes = first.sizes();
+  const at::ScalarType dtype = first.scalar_type();
+  const bool recording = at::GradMode::is_enabled();
+  for (const at::Tensor& tensor : tensors) {
+    if (!tensor.defined() || tensor.scalar_type() != dtype || tensor.sizes() != sizes || !tensor.device().is_cpu() ||
+        tensor.layout() != at::kStrided || !tensor.is_contiguous() || tensor.is_conj() || tensor.is_neg() ||
+        has_names(tensor) || (recording && tensor.requires_grad())) {
+      return {};
+    }
+  }
+  std::vector<std::int64_t> batch_sizes;
+  batch_sizes.reserve(sizes.size() + 1);
+  batch_sizes.push_back(static_cast<std::int64_t>(tensors.size()));
+  batch_sizes.insert(batch_sizes.end(), sizes.begin(), sizes.end());
+  at::Tensor batch = at::empty(batch_sizes, first.options());
+  const std::size_t bytes = first.nbytes();
+  if (bytes == 0) return batch;
+  auto* out = static_cast<std::byte*>(batch.data_ptr());
+  for (const at::Tensor& tensor : tensors) {
+    std::memcpy(out, tensor.data_ptr(), bytes);
+    out += bytes;
+  }
+  return batch;
+}
+
 // torch::stack's own message names neither the sample nor the field, so the
 // samples are compared only when it fails (comparing every sample up front
 // costs as much as the rest of the loader's per-batch work).
 at::Tensor stack_field(std::vector<at::Tensor>& tensors, const std::string& field) {
   check_not_empty(tensors.size());
+  if (at::Tensor batch = stack_contiguous(tensors); batch.defined()) return batch;
   try {
     return torch::stack(tensors);
   } catch (const c10::Error&) {
@@ -272,7 +320,7 @@ torch::data::Example<> stack_examples(std::vector<torch::data::Example<>>& examp
   return collate_field(examples, std::string());
 }
 
-at::Tensor place_on(at::Tensor tensor, const Placement& where) {
+at::Tensor place_on(at::Tensor tensor, const BatchPlacement& where) {
   if (!tensor.defined() || tensor.device() == where.device) return tensor;
   // An asynchronous host-to-device copy is only asynchronous from pinned
   // memory; from pageable memory CUDA stages it synchronously.
@@ -280,22 +328,22 @@ at::Tensor place_on(at::Tensor tensor, const Placement& where) {
   return tensor.to(where.device, where.non_blocking);
 }
 
-torch::data::Example<> place_on(torch::data::Example<> batch, const Placement& where) {
+torch::data::Example<> place_on(torch::data::Example<> batch, const BatchPlacement& where) {
   return {place_on(std::move(batch.data), where), place_on(std::move(batch.target), where)};
 }
 
-std::map<std::string, at::Tensor> place_on(std::map<std::string, at::Tensor> batch, const Placement& where) {
+std::map<std::string, at::Tensor> place_on(std::map<std::string, at::Tensor> batch, const BatchPlacement& where) {
   for (auto& [key, tensor] : batch) tensor = place_on(std::move(tensor), where);
   return batch;
 }
 
-c10::Dict<std::string, at::Tensor> place_on(c10::Dict<std::string, at::Tensor> batch, const Placement& where) {
+c10::Dict<std::string, at::Tensor> place_on(c10::Dict<std::string, at::Tensor> batch, const BatchPlacement& where) {
   c10::Dict<std::string, at::Tensor> placed;
   for (const auto& entry : batch) placed.insert(entry.key(), place_on(entry.value(), where));
   return placed;
 }
 
-c10::IValue place_on(c10::IValue batch, const Placement& where) {
+c10::IValue place_on(c10::IValue batch, const BatchPlacement& where) {
   if (batch.isTensor()) return place_on(std::move(batch).toTensor(), where);
   if (batch.isTuple()) {
     std::vector<c10::IValue> elements;

@@ -105,28 +105,28 @@ torch::data::Example<> stack_examples(std::vector<torch::data::Example<>>& examp
 /// Where and how a batch's tensors go: for a CUDA device, pin_memory first
 /// moves host tensors into page-locked memory and non_blocking lets the copy
 /// overlap the host.
-struct Placement {
+struct BatchPlacement {
   torch::Device device;
   bool non_blocking = false;
   bool pin_memory = false;
 };
 
 // The batch on the placement's device, for each collated structure.
-at::Tensor place_on(at::Tensor tensor, const Placement& where);
-torch::data::Example<> place_on(torch::data::Example<> batch, const Placement& where);
-std::map<std::string, at::Tensor> place_on(std::map<std::string, at::Tensor> batch, const Placement& where);
-c10::Dict<std::string, at::Tensor> place_on(c10::Dict<std::string, at::Tensor> batch, const Placement& where);
-c10::IValue place_on(c10::IValue batch, const Placement& where);
+at::Tensor place_on(at::Tensor tensor, const BatchPlacement& where);
+torch::data::Example<> place_on(torch::data::Example<> batch, const BatchPlacement& where);
+std::map<std::string, at::Tensor> place_on(std::map<std::string, at::Tensor> batch, const BatchPlacement& where);
+c10::Dict<std::string, at::Tensor> place_on(c10::Dict<std::string, at::Tensor> batch, const BatchPlacement& where);
+c10::IValue place_on(c10::IValue batch, const BatchPlacement& where);
 template <class... Elements>
-std::tuple<Elements...> place_on(std::tuple<Elements...> batch, const Placement& where);
+std::tuple<Elements...> place_on(std::tuple<Elements...> batch, const BatchPlacement& where);
 template <class First, class Second>
-std::pair<First, Second> place_on(std::pair<First, Second> batch, const Placement& where);
+std::pair<First, Second> place_on(std::pair<First, Second> batch, const BatchPlacement& where);
 
 /// Another type (a collate function's own): moved with its to(device,
 /// non_blocking) where it has one, else handed out as the collate function
 /// returned it (the seeds' send_to_device leaves such objects alone too).
 template <class Batch>
-Batch place_on(Batch batch, const Placement& where) {
+Batch place_on(Batch batch, const BatchPlacement& where) {
   if constexpr (requires {
                   { batch.to(where.device, where.non_blocking) } -> std::convertible_to<Batch>;
                 }) {
@@ -136,23 +136,23 @@ Batch place_on(Batch batch, const Placement& where) {
 }
 
 template <class... Elements>
-std::tuple<Elements...> place_on(std::tuple<Elements...> batch, const Placement& where) {
+std::tuple<Elements...> place_on(std::tuple<Elements...> batch, const BatchPlacement& where) {
   if (where.device.is_cpu()) return batch;
   return std::apply([&](auto&... element) { return std::tuple<Elements...>{place_on(std::move(element), where)...}; },
                     batch);
 }
 
 template <class First, class Second>
-std::pair<First, Second> place_on(std::pair<First, Second> batch, const Placement& where) {
+std::pair<First, Second> place_on(std::pair<First, Second> batch, const BatchPlacement& where) {
   if (where.device.is_cpu()) return batch;
   return {place_on(std::move(batch.first), where), place_on(std::move(batch.second), where)};
 }
 
-/// The batch on `device` (see Placement); on the CPU it is returned as it is.
+/// The batch on `device` (see BatchPlacement); on the CPU it is returned as it is.
 template <class Batch>
 Batch place_batch(Batch batch, const torch::Device& device, bool non_blocking, bool pin_memory) {
   if (device.is_cpu()) return batch;
-  return place_on(std::move(batch), Placement{device, non_blocking, pin_memory});
+  return place_on(std::move(batch), BatchPlacement{device, non_blocking, pin_memory});
 }
 
 }  // namespace detail
