@@ -18,10 +18,6 @@
 namespace accelerate::detail {
 namespace {
 
-// Up to this size a CPU all-reduce through shared memory synchronises once
-// and copies anyway (SharedMemoryAllReduce::kWholeMessageBytes).
-constexpr int64_t kSmallAllReduceBytes = 64 * 1024;
-
 // LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
 using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
@@ -70,13 +66,12 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
     for (auto k : bucket.slots) elements += parameters[k].numel();
     const auto& first = parameters[bucket.slots.front()];
     // CPU buckets that are all-reduced as they are live where the group
-    // reduces them fastest: in the node's shared memory, read by the other
-    // ranks where backward wrote. Not those that travel as a 16-bit copy, nor
-    // those small enough for one synchronisation, which gain nothing there.
-    // Every rank decides alike: the same plan and configuration.
+    // reduces them fastest (for a large bucket, in the node's shared memory,
+    // read by the other ranks where backward wrote); not those that travel
+    // as a 16-bit copy. Every rank decides alike: the same plan and
+    // configuration.
     const auto options = first.options().requires_grad(false);
-    const int64_t bytes = elements * static_cast<int64_t>(c10::elementSize(first.scalar_type()));
-    const bool shared = first.is_cpu() && !config_.wire_dtype && bytes > kSmallAllReduceBytes;
+    const bool shared = first.is_cpu() && !config_.wire_dtype;
     bucket.flat = shared ? group.all_reduce_buffer(elements, options) : at::zeros({elements}, options);
     bucket.wire =
         config_.wire_dtype ? at::empty({elements}, bucket.flat.options().dtype(*config_.wire_dtype)) : bucket.flat;

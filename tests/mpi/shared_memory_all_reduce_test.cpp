@@ -8,12 +8,14 @@
 // all-gather through the same segment likewise, and interleaved with each
 // other.
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
 #include <array>
 #include <chrono>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accelerate/comm/process_group.hpp"
@@ -33,6 +35,7 @@ using accelerate::ProcessGroup;
 using accelerate::ReduceOp;
 
 constexpr auto kChunkBytes = static_cast<int64_t>(accelerate::detail::SharedMemoryAllReduce::kChunkBytes);
+constexpr auto kWholeMessageBytes = static_cast<int64_t>(accelerate::detail::SharedMemoryAllReduce::kWholeMessageBytes);
 
 std::unique_ptr<ProcessGroup> shared_group(const accelerate::State& state) {
   return ProcessGroup::world(state, {.shared_memory_all_reduce = true});
@@ -108,7 +111,8 @@ TEST(SharedMemoryAllReduce, EveryDtypeAndOpMatchesMpi) {
     // One element; fewer elements than ranks; a slice boundary off the
     // cache line; just above the one-synchronisation size; one chunk
     // exactly; two chunks and a ragged third. Each in ordinary memory and in
-    // a buffer of the node segment (reduced where it lies above 64 KiB).
+    // a buffer of all_reduce_buffer (above 64 KiB, in the node segment and
+    // reduced where it lies).
     for (const int64_t numel :
          {int64_t{1}, int64_t{3}, int64_t{1000}, per_chunk / 16 + 3, per_chunk, 2 * per_chunk + 17}) {
       for (const auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
@@ -278,8 +282,11 @@ TEST(SharedMemoryAllReduceBuffer, LiesInTheNodeSegmentWhereRanksShareIt) {
   EXPECT_EQ(buffer.dtype(), torch::kFloat32);
   EXPECT_EQ(in_node_segment(buffer), state.num_processes() > 1)
       << accelerate::testing::mapped_file_of(buffer.data_ptr());
-  // Plain memory where all_reduce does not go through shared memory.
+  // Plain memory where all_reduce does not go through shared memory, and
+  // at 64 KiB or less.
   EXPECT_FALSE(in_node_segment(mpi->all_reduce_buffer(1 << 20, options)));
+  EXPECT_FALSE(in_node_segment(shared->all_reduce_buffer(kWholeMessageBytes / 4, options)));
+  EXPECT_EQ(in_node_segment(shared->all_reduce_buffer(kWholeMessageBytes / 4 + 1, options)), state.num_processes() > 1);
   EXPECT_THROW((void)shared->all_reduce_buffer(-1, options), accelerate::ConfigError);
   if (state.num_processes() > 1) {
     // Sizes that differ are refused on every rank, naming them.
@@ -461,6 +468,48 @@ TEST(SharedMemoryAllReduceBuffer, MissingRankIsNamedAtTheDeadline) {
       [&](ProcessGroup& group) {
         buffer = group.all_reduce_buffer(kChunkBytes, torch::TensorOptions().dtype(torch::kFloat32));
       });
+}
+
+// Two nodes of two ranks; the second node enters `all_reduce` of the tensor
+// `make` gives (one chunk: one request across nodes) after the first timed
+// out in the step across nodes and dropped the group and the tensor. The first node's requests are still
+// pending then, and complete when the late node posts its own (during the
+// last barrier): the memory they write must still be mapped. Without that,
+// the first node's ranks crash in the barrier.
+void expect_late_node_writes_into_kept_memory(const std::function<at::Tensor(ProcessGroup&)>& make) {
+  accelerate::StateOptions options;
+  options.emulated_ranks_per_node = 2;
+  const accelerate::State state(options);
+  if (state.num_processes() != 4) GTEST_SKIP() << "needs two nodes of two ranks";
+  const bool late = state.process_index() >= 2;
+  {
+    auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500),
+                                             .abort_on_timeout = false,
+                                             .shared_memory_all_reduce = true});
+    at::Tensor tensor = make(*group);
+    // Past the first node's deadline and its search for the missing ranks.
+    if (late) std::this_thread::sleep_for(std::chrono::seconds(5));
+    try {
+      group->all_reduce(tensor);
+      // The late node completes with the first node's pending requests.
+      EXPECT_TRUE(late) << "rank " << state.process_index() << " completed without the late node";
+    } catch (const accelerate::TimeoutError& error) {
+      EXPECT_FALSE(late) << error.what();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(SharedMemoryAllReduce, ALateNodeWritesIntoMemoryStillMapped) {
+  expect_late_node_writes_into_kept_memory([](ProcessGroup&) { return torch::ones({kChunkBytes / 4}); });
+}
+
+TEST(SharedMemoryAllReduceBuffer, ALateNodeWritesIntoMemoryStillMapped) {
+  expect_late_node_writes_into_kept_memory([](ProcessGroup& group) {
+    auto buffer = group.all_reduce_buffer(kChunkBytes / 4, torch::TensorOptions().dtype(torch::kFloat32));
+    EXPECT_TRUE(in_node_segment(buffer));
+    return buffer.fill_(1);
+  });
 }
 
 TEST(SharedMemoryAllGather, MissingRankIsNamedAtTheDeadline) {

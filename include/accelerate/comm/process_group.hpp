@@ -97,10 +97,12 @@ class ProcessGroup {
 
   /// A zeroed 1-D tensor of `numel` elements on `options.device()`, for
   /// memory that is all-reduced again and again (gradient buckets). On the
-  /// CPU, where all_reduce goes through the node's shared memory, it lies in
-  /// a segment the node's ranks all map, and an all_reduce of the whole
-  /// tensor (above 64 KiB) on every rank reduces from each rank's copy where it lies: no
-  /// copy into the shared slots. Elsewhere it is ordinary memory. Collective:
+  /// CPU, where all_reduce goes through the node's shared memory and the
+  /// tensor is above 64 KiB, it lies in a segment the node's ranks all map,
+  /// and an all_reduce of the whole tensor on every rank reduces from each
+  /// rank's copy where it lies: no copy into the shared slots. Elsewhere
+  /// (and at 64 KiB or less, where one synchronisation and a copy is as
+  /// fast) it is ordinary memory. Collective:
   /// every rank asks for the same size and dtype, in the same order, and
   /// all-reduces the whole tensor (a part of it, or a different tensor on
   /// some rank, takes the ordinary path, which the others must take too).

@@ -228,7 +228,12 @@ at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOpt
                       std::to_string(-extremes[1]) + " to " + std::to_string(extremes[0]) + " bytes (this rank " +
                       std::to_string(bytes) + "). Every rank must ask for the same size and dtype, in the same order.");
   }
-  at::Tensor buffer = shared_->make_buffer(numel, options);
+  // Up to kWholeMessageBytes the all-reduce synchronises once and copies
+  // anyway: a buffer in the segment would gain nothing there.
+  at::Tensor buffer;
+  if (bytes > static_cast<long long>(SharedMemoryAllReduce::kWholeMessageBytes)) {
+    buffer = shared_->make_buffer(numel, options);
+  }
   return buffer.defined() ? buffer : Backend::make_all_reduce_buffer(numel, options);
 }
 

@@ -1,6 +1,7 @@
 #include "comm/mpi/mpi_work.hpp"
 
 #include <cstdio>
+#include <mutex>
 #include <sstream>
 
 #include "accelerate/error.hpp"
@@ -116,13 +117,19 @@ void raise_collective_timeout(const std::string& description, const std::string&
   throw TimeoutError(message);
 }
 
+void keep_until_exit(const std::vector<at::Tensor>& tensors) {
+  // Leaked deliberately: MPI may write into this memory at any later time
+  // (the job is being torn down).
+  static auto* abandoned = new std::vector<at::Tensor>();
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  abandoned->insert(abandoned->end(), tensors.begin(), tensors.end());
+}
+
 void MpiWork::report_timeout(std::chrono::steady_clock::duration waited) {
   const std::string missing = board_ != nullptr ? board_->missing_ranks(sequence_, std::chrono::seconds(2)) : "";
   done_ = true;
-  // MPI may still write into the buffers when a late rank arrives; they must
-  // never be freed. Leak them deliberately (the job is being torn down).
-  static auto* abandoned_buffers = new std::vector<at::Tensor>();
-  abandoned_buffers->insert(abandoned_buffers->end(), keep_alive_.begin(), keep_alive_.end());
+  keep_until_exit(keep_alive_);
   try {
     raise_collective_timeout(description(), group_, sequence_, missing, waited, policy_, comm_);
   } catch (...) {

@@ -49,6 +49,10 @@ struct TimeoutPolicy {
                                            std::string missing, std::chrono::steady_clock::duration waited,
                                            const TimeoutPolicy& policy, MPI_Comm comm);
 
+/// Keeps the memory of `tensors` until the process exits: a request that
+/// missed its deadline may still write into it when a late rank arrives.
+void keep_until_exit(const std::vector<at::Tensor>& tensors);
+
 class MpiWork final : public Work {
  public:
   MpiWork(OperationLabel label, MPI_Request request, std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,

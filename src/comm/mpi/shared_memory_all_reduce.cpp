@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/mpi/mpi_work.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
 
@@ -209,7 +210,8 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm co
 }
 
 SharedMemoryAllReduce::~SharedMemoryAllReduce() {
-  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+  // A request that timed out may still write into a slot.
+  if (mapping_ != nullptr && !request_pending_) munmap(mapping_, mapping_bytes_);
 }
 
 std::byte* SharedMemoryAllReduce::slot(int local_rank, uint64_t round) const {
@@ -275,7 +277,11 @@ bool SharedMemoryAllReduce::reduce_across_nodes(void* data, int64_t count, MPI_D
     return flag != 0;
   };
   if (poll_until(waiting.deadline, done, waiting.while_waiting_long, spins_)) return true;
-  broken_ = true;  // the request may still write into `data`: keep everything mapped
+  // The request may still complete when a late node arrives and write into
+  // `data`: run() keeps that memory, and the slots stay mapped.
+  broken_ = true;
+  request_pending_ = true;
+  abandon(cross_.get());
   return false;
 }
 
@@ -468,6 +474,15 @@ SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::reduce_in_buffers(const No
 
 SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
                                                           MPI_Op mpi_op, const Waiting& waiting) {
+  Outcome outcome = run_steps(tensor, op, type, mpi_op, waiting);
+  // The tensor's memory (a buffer's segment, or the tensor itself for a
+  // small message) may be the target of the request left pending.
+  if (request_pending_) keep_until_exit({tensor});
+  return outcome;
+}
+
+SharedMemoryAllReduce::Outcome SharedMemoryAllReduce::run_steps(at::Tensor& tensor, ReduceOp op, MPI_Datatype type,
+                                                                MPI_Op mpi_op, const Waiting& waiting) {
   entry_step_ = steps_;
   const auto options = tensor.options();
   const int64_t element = static_cast<int64_t>(tensor.element_size());

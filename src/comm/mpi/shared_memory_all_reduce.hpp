@@ -140,7 +140,10 @@ class SharedMemoryAllReduce {
   /// The buffer of make_buffer() that `tensor` is the whole of, made by
   /// this object and above kWholeMessageBytes; nullptr otherwise.
   [[nodiscard]] const NodeBuffer* whole_buffer(const at::Tensor& tensor) const;
-  /// MPI's all-reduce of `count` elements at `data` among the nodes.
+  /// run() without what follows a request that timed out.
+  Outcome run_steps(at::Tensor& tensor, ReduceOp op, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
+  /// MPI's all-reduce of `count` elements at `data` among the nodes. On
+  /// timeout the request stays pending: request_pending_.
   bool reduce_across_nodes(void* data, int64_t count, MPI_Datatype type, MPI_Op mpi_op, const Waiting& waiting);
   [[nodiscard]] std::byte* slot(int local_rank, uint64_t round) const;
   [[nodiscard]] uint64_t& counter(int local_rank) const;
@@ -161,6 +164,7 @@ class SharedMemoryAllReduce {
   uint64_t rounds_ = 0;      // chunks reduced so far (which slot is next)
   uint64_t reduced_in_buffers_ = 0;
   bool broken_ = false;
+  bool request_pending_ = false;          // an MPI request that timed out may still write into our memory
   unsigned spins_ = PollBackoff::kSpins;  // 1 where the node's ranks outnumber its cores
 };
 
