@@ -62,6 +62,7 @@ struct Options {
   int repeat = 3;
   std::string json;
   bool two_phase = false;
+  bool no_verify = false;  // diagnostic: loads skip the CRC-32C check
 };
 
 int rank_ = 0;
@@ -211,6 +212,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
   app.add_option("--json", options.json, "write the results as JSON");
   app.add_option("--two-phase", options.two_phase, "1: HDF5's collective two-phase I/O")->capture_default_str();
+  app.add_flag("--no-verify", options.no_verify,
+               "diagnostic: our loads skip the CRC-32C check (what the check costs; not a setting to ship)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -302,7 +305,7 @@ int main(int argc, char** argv) {
       auto& every = drop ? every_read_cold : every_read;
       auto load_ours = [&] {
         ours.push_back(timed([&] {
-          ckpt::CheckpointReader reader({.file = checkpoint / "state.h5"});
+          ckpt::CheckpointReader reader({.file = checkpoint / "state.h5", .verify_checksums = !options.no_verify});
           read_threads = reader.read_threads();
           for (const auto& [group, tensors] : groups) reader.load_into(group, tensors, /*strict=*/true);
         }));
