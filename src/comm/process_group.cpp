@@ -235,6 +235,12 @@ at::Tensor ProcessGroup::all_reduce_buffer(int64_t numel, const at::TensorOption
     throw ConfigError(detail::where() + " all_reduce_buffer: " + std::to_string(numel) +
                       " elements asked for; ask for zero or more.");
   }
+  if (debug_mode_) {
+    // The signature of the buffer asked for (one element's memory: only its
+    // dtype, device and shape are compared).
+    const at::Tensor signature = at::empty_strided({numel}, {0}, options.requires_grad(false));
+    verify("all_reduce_buffer", &signature, 0, static_cast<int>(ShapeRule::Exact));
+  }
   return backend_for(options.device()).make_all_reduce_buffer(numel, options);
 }
 

@@ -218,6 +218,32 @@ TEST(DebugMode, ShapeMismatchIsReportedOnEveryRankWithEachShape) {
   EXPECT_EQ(varying.size(1), 2);
 }
 
+TEST(DebugMode, AllReduceBufferIsCheckedLikeTheOtherCollectives) {
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs ranks that can disagree";
+  auto patch = accelerate::patch_environment({{"ACCELERATE_DEBUG_MODE", "1"}});
+  auto group = ProcessGroup::world(state);
+  ASSERT_TRUE(group->debug_mode());
+  // Rank 0 asks for a buffer while the others all-reduce: named on every
+  // rank instead of an all_reduce matched against the buffer's set-up.
+  auto t = torch::ones({1000});
+  try {
+    if (state.process_index() == 0) {
+      (void)group->all_reduce_buffer(1000, torch::TensorOptions().dtype(torch::kFloat32));
+    } else {
+      group->all_reduce(t);
+    }
+    FAIL() << "expected CollectiveMismatch";
+  } catch (const accelerate::CollectiveMismatch& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("Process 0: all_reduce_buffer Float [1000]"), std::string::npos) << text;
+    EXPECT_NE(text.find("Process 1: all_reduce Float [1000]"), std::string::npos) << text;
+  }
+  // Matching calls pass the check.
+  const auto buffer = group->all_reduce_buffer(1000, torch::TensorOptions().dtype(torch::kFloat32));
+  EXPECT_EQ(buffer.numel(), 1000);
+}
+
 TEST(DebugMode, OffByDefault) {
   const accelerate::State state;
   auto group = ProcessGroup::world(state);
@@ -229,8 +255,9 @@ TEST(Timeout, MissingRankIsNamedInsteadOfHanging) {
   if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
   // MPI's all-reduce, whose arrival barrier the late rank completes below
   // (shared_memory_all_reduce_test covers the shared-memory deadline).
-  auto group = ProcessGroup::world(
-      state, {.timeout = std::chrono::milliseconds(1500), .abort_on_timeout = false, .shared_memory_all_reduce = false});
+  auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1500),
+                                           .abort_on_timeout = false,
+                                           .shared_memory_all_reduce = false});
   const int missing = state.num_processes() - 1;
   auto t = torch::ones({8});
   if (state.process_index() != missing) {
@@ -241,7 +268,8 @@ TEST(Timeout, MissingRankIsNamedInsteadOfHanging) {
     } catch (const accelerate::TimeoutError& error) {
       const std::string text = error.what();
       EXPECT_NE(text.find("all_reduce(sum) Float[8] on group 'world'"), std::string::npos) << text;
-      EXPECT_NE(text.find("Ranks that never arrived: " + std::to_string(missing) + " (no answer: not inside any collective of this group)"),
+      EXPECT_NE(text.find("Ranks that never arrived: " + std::to_string(missing) +
+                          " (no answer: not inside any collective of this group)"),
                 std::string::npos)
           << text;
       EXPECT_NE(text.find("did not complete after 1."), std::string::npos) << text;
