@@ -170,7 +170,7 @@ int run(int argc, char** argv) {
   std::vector<std::unique_ptr<bench::Peer>> peers;
   peers.push_back(bench::make_accelerate_peer(state));
   peers.push_back(bench::make_mpi_peer(comm));
-  peers.push_back(bench::make_memory_peer(comm));
+  peers.push_back(bench::make_memory_peer());
   if (options.gloo) {
     auto gloo = bench::make_gloo_peer(comm, result.gloo_missing);
     if (gloo) peers.push_back(std::move(gloo));

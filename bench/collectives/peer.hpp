@@ -51,9 +51,8 @@ std::unique_ptr<Peer> make_accelerate_peer(const accelerate::State& state);
 /// Raw MPI on a duplicate of `comm` (blocking collectives, plus diagnostics).
 std::unique_ptr<Peer> make_mpi_peer(MPI_Comm comm);
 /// One memcpy of the all-reduce buffer per rank, all at once: the
-/// memory-bound floor of an all-reduce; and, on a node of several ranks of
-/// `comm`, the cross-core floor (memory_peer.cpp).
-std::unique_ptr<Peer> make_memory_peer(MPI_Comm comm);
+/// memory-bound floor of an all-reduce (memory_peer.cpp).
+std::unique_ptr<Peer> make_memory_peer();
 /// LibTorch's c10d::ProcessGroupGloo over TCP, bootstrapped with a FileStore
 /// whose path travels over `comm`. Collective over `comm`. Returns nullptr
 /// and sets `why_not` when the benchmark was built without it.
