@@ -62,9 +62,8 @@ bool has_names(const Tensor& tensor) {
 // conjugation or negation, quantized and named tensors go the long way.
 at::Tensor stack_contiguous(const std::vector<at::Tensor>& tensors) {
   const at::Tensor& first = tensors.front();
-  if (!first.defined() || first.layout() != at::kStrided || !first.device().is_cpu() || first.is_quantized()) {
-    return {};
-  }
+  // The loop below checks the rest for every sample, the first included.
+  if (!first.defined() || first.is_quantized()) return {};
   const at::IntArrayRef sizes = first.sizes();
   const at::ScalarType dtype = first.scalar_type();
   const bool recording = at::GradMode::is_enabled();

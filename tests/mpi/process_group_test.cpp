@@ -193,11 +193,18 @@ TEST(Objects, GatherAndAllGatherInRankOrder) {
   }
 }
 
+// The world group with ACCELERATE_DEBUG_MODE=1 set while it is made.
+std::unique_ptr<ProcessGroup> debug_world(const accelerate::State& state) {
+  auto patch = accelerate::patch_environment({{"ACCELERATE_DEBUG_MODE", "1"}});
+  auto group = ProcessGroup::world(state);
+  EXPECT_TRUE(group->debug_mode());
+  return group;
+}
+
 TEST(DebugMode, ShapeMismatchIsReportedOnEveryRankWithEachShape) {
   const accelerate::State state;
   if (state.num_processes() < 2) GTEST_SKIP() << "needs ranks that can disagree";
-  auto patch = accelerate::patch_environment({{"ACCELERATE_DEBUG_MODE", "1"}});
-  auto group = ProcessGroup::world(state);
+  auto group = debug_world(state);
   ASSERT_TRUE(group->debug_mode());
   auto t = torch::ones({2, state.process_index() + 1});
   try {
@@ -221,8 +228,7 @@ TEST(DebugMode, ShapeMismatchIsReportedOnEveryRankWithEachShape) {
 TEST(DebugMode, AllReduceBufferIsCheckedLikeTheOtherCollectives) {
   const accelerate::State state;
   if (state.num_processes() < 2) GTEST_SKIP() << "needs ranks that can disagree";
-  auto patch = accelerate::patch_environment({{"ACCELERATE_DEBUG_MODE", "1"}});
-  auto group = ProcessGroup::world(state);
+  auto group = debug_world(state);
   ASSERT_TRUE(group->debug_mode());
   // Rank 0 asks for a buffer while the others all-reduce: named on every
   // rank instead of an all_reduce matched against the buffer's set-up.
