@@ -61,6 +61,7 @@
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "accelerate/training/gradient_state.hpp"
 #include "accelerate/training/local_sgd.hpp"
+#include "accelerate/training/lr_schedules.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
 #include "accelerate/training/prepared_model.hpp"

@@ -10,6 +10,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_state.cpp
   ${CMAKE_CURRENT_LIST_DIR}/local_sgd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/lr_schedules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/meta_tensor_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/replica_groups.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_clipping.cpp
