@@ -1,9 +1,12 @@
 #include "checkpoint/safetensors_format.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <array>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "accelerate/error.hpp"
 #include "accelerate/format.hpp"
@@ -58,20 +61,29 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& info, std::uin
   if (!shape.is_array()) fail(file, "tensor '" + name + "': \"shape\" is not an array." + std::string(kDamaged));
   // Bytes the shape declares, bounded by the data actually present so that no
   // product can overflow and nothing larger than the file is ever allocated.
+  // A zero anywhere in the shape makes the tensor empty whatever the other
+  // dimensions are; their product must still fit 63 bits, as LibTorch's does.
   std::uint64_t bytes = element;
-  bool empty = false;
+  const bool empty = std::any_of(shape.array().begin(), shape.array().end(),
+                                 [](const Json& size) { return size.is_integer() && size.integer() == 0; });
+  constexpr auto kMaxProduct = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t product = 1;  // of the non-zero dimensions of an empty tensor
   for (const Json& size : shape.array()) {
     const std::uint64_t dimension = non_negative(size, "a dimension of \"shape\"", name, file);
-    if (dimension > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    if (dimension > kMaxProduct || (empty && dimension != 0 && product > kMaxProduct / dimension)) {
       fail(file, "tensor '" + name + "' has a dimension too large." + std::string(kDamaged));
     }
     entry.shape.push_back(static_cast<std::int64_t>(dimension));
-    if (dimension == 0) empty = true;
-    if (!empty && bytes > data_bytes / dimension) {
+    if (dimension == 0) continue;
+    if (empty) {
+      product *= dimension;
+      continue;
+    }
+    if (bytes > data_bytes / dimension) {
       fail(file, "tensor '" + name + "' declares more bytes than the file holds (" + std::to_string(data_bytes) +
                      " bytes of data)." + std::string(kDamaged));
     }
-    if (!empty) bytes *= dimension;
+    bytes *= dimension;
   }
   if (empty) bytes = 0;
   const Json& offsets = member(info, "data_offsets", name, file);
@@ -91,6 +103,115 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& info, std::uin
                    std::string(kDamaged));
   }
   return entry;
+}
+
+// The first name that the header's top-level object holds twice, or "" when
+// every name is unique. Json::parse keeps one member per name, so the names
+// are counted on nlohmann's SAX events of the same text (already parsed once,
+// so it is well-formed).
+class TopLevelNames final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string duplicate;
+
+  bool null() override { return true; }
+  bool boolean(bool /*value*/) override { return true; }
+  bool number_integer(number_integer_t /*value*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
+  bool string(string_t& /*value*/) override { return true; }
+  bool binary(binary_t& /*value*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& name) override {
+    if (depth_ != 1 || names_.insert(name).second) return true;
+    duplicate = name;
+    return false;  // stop: one duplicate is enough to refuse the file
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*error*/) override {
+    return false;
+  }
+
+ private:
+  int depth_ = 0;
+  std::set<std::string> names_;
+};
+
+constexpr std::string_view kTiling =
+    " The format requires the tensors' byte ranges, sorted by offset, to fill the data from byte 0 to its end, "
+    "without gaps or overlaps.";
+
+std::string range_of(const SafetensorsEntry& entry) {
+  return "[" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + ")";
+}
+
+// The tensors, sorted by offset, must tile the data section exactly: no byte
+// before, between or after them that belongs to no tensor, and none that
+// belongs to two.
+void check_tiling(const std::vector<SafetensorsEntry>& entries, std::uint64_t data_bytes, std::string_view file) {
+  std::vector<const SafetensorsEntry*> sorted;
+  sorted.reserve(entries.size());
+  for (const SafetensorsEntry& entry : entries) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return std::tie(a->begin, a->end, a->name) < std::tie(b->begin, b->end, b->name);
+  });
+  std::uint64_t covered = 0;  // the data before this offset belongs to the tensors seen so far
+  const SafetensorsEntry* previous = nullptr;
+  for (const SafetensorsEntry* entry : sorted) {
+    if (entry->begin < covered) {
+      fail(file, "tensor '" + entry->name + "' at data offsets " + range_of(*entry) + " overlaps tensor '" +
+                     previous->name + "' at " + range_of(*previous) + "." + std::string(kTiling) +
+                     std::string(kDamaged));
+    }
+    if (entry->begin > covered) {
+      fail(file, "tensor '" + entry->name + "' starts at byte " + std::to_string(entry->begin) + " of the data, " +
+                     (previous == nullptr ? std::string("but it is the first by offset and the data starts at byte 0")
+                                          : "but the tensor before it ('" + previous->name + "') ends at byte " +
+                                                std::to_string(covered)) +
+                     ": " + std::to_string(entry->begin - covered) + " bytes belong to no tensor." +
+                     std::string(kTiling) + std::string(kDamaged));
+    }
+    covered = entry->end;
+    previous = entry;
+  }
+  if (covered < data_bytes) {
+    fail(file, (previous == nullptr ? std::string("the header lists no tensor")
+                                    : "the last tensor ('" + previous->name + "') ends at byte " +
+                                          std::to_string(covered) + " of the data") +
+                   ", but the file holds " + std::to_string(data_bytes) + " bytes of data: the " +
+                   std::to_string(data_bytes - covered) + " bytes after it belong to no tensor." +
+                   std::string(kTiling) + std::string(kDamaged));
+  }
+}
+
+// "__metadata__" is a map of strings to strings.
+void check_metadata(const Json& metadata, std::string_view file) {
+  if (!metadata.is_object()) {
+    fail(file, "\"__metadata__\" is not a JSON object; the format requires a map of strings to strings." +
+                   std::string(kDamaged));
+  }
+  for (const auto& [key, value] : metadata.object()) {
+    if (!value.is_string()) {
+      fail(file, "the value of '" + key +
+                     "' in \"__metadata__\" is not a string; the format requires metadata to map strings to "
+                     "strings." +
+                     std::string(kDamaged));
+    }
+  }
 }
 
 }  // namespace
@@ -124,11 +245,23 @@ std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, st
                                                        std::string_view file) {
   const Json header = Json::parse(text, file);
   if (!header.is_object()) fail(file, "the header is not a JSON object." + std::string(kDamaged));
+  TopLevelNames names;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &names, nlohmann::detail::input_format_t::json,
+                            /*strict=*/true);
+  if (!names.duplicate.empty()) {
+    fail(file, "the header names '" + names.duplicate +
+                   "' twice; the format requires every tensor name (and \"__metadata__\") to appear once." +
+                   std::string(kDamaged));
+  }
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, info] : header.object()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      check_metadata(info, file);
+      continue;
+    }
     entries.push_back(parse_entry(name, info, data_bytes, file));
   }
+  check_tiling(entries, data_bytes, file);
   return entries;
 }
 

@@ -36,9 +36,12 @@ std::size_t safetensors_element_size(std::string_view code);
 std::uint64_t safetensors_header_length(std::string_view first_bytes, std::uint64_t file_size, std::string_view file);
 
 /// The tensors of the JSON header `text`, followed in `file` by `data_bytes` bytes of data
-/// ("__metadata__" is skipped). Throws ConfigError when the header is not an object of
-/// {"dtype", "shape", "data_offsets"} entries, a dtype is unknown, a dimension is negative,
-/// the offsets disagree with shape and dtype, or they point past the data.
+/// ("__metadata__" is checked, not returned). Throws ConfigError when the header is not an
+/// object of {"dtype", "shape", "data_offsets"} entries, a name appears twice, "__metadata__"
+/// is not a map of strings to strings, a dtype is unknown, a dimension is negative, the
+/// offsets disagree with shape and dtype or point past the data, or the tensors' byte ranges,
+/// sorted by offset, do not tile the data exactly (a gap before, between or after them, or
+/// an overlap).
 std::vector<SafetensorsEntry> parse_safetensors_header(std::string_view text, std::uint64_t data_bytes,
                                                        std::string_view file);
 

@@ -8,11 +8,14 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -137,6 +140,7 @@ constexpr long long kMaxSteps = 1LL << 30;
 constexpr long long kMaxTimeoutSeconds = 7LL * 24 * 3600;
 constexpr long long kMaxEmulatedRanks = 1LL << 20;
 
+// The keys this library reads.
 constexpr std::string_view kKnownKeys[] = {"mixed_precision",
                                            "use_cpu",
                                            "debug",
@@ -147,8 +151,163 @@ constexpr std::string_view kKnownKeys[] = {"mixed_precision",
                                            "mpi_thread_level",
                                            "emulated_ranks_per_node"};
 
+// The other top-level keys of Python Accelerate's configuration files: every
+// field of ClusterConfig and SageMakerConfig in some release (fp16 and
+// dynamo_backend from early ones, which later ones still convert). They
+// describe a launch that MPI or the scheduler decides here, so they are
+// accepted and reported, and their values (nested sections included) are not
+// read.
+constexpr std::string_view kIgnoredKeys[] = {"compute_environment",
+                                             "distributed_type",
+                                             "num_processes",
+                                             "machine_rank",
+                                             "num_machines",
+                                             "gpu_ids",
+                                             "main_process_ip",
+                                             "main_process_port",
+                                             "rdzv_backend",
+                                             "same_network",
+                                             "main_training_function",
+                                             "downcast_bf16",
+                                             "fp8_config",
+                                             "deepspeed_config",
+                                             "fsdp_config",
+                                             "parallelism_config",
+                                             "tp_config",
+                                             "megatron_lm_config",
+                                             "ipex_config",
+                                             "mpirun_config",
+                                             "dynamo_config",
+                                             "tpu_name",
+                                             "tpu_zone",
+                                             "tpu_use_cluster",
+                                             "tpu_use_sudo",
+                                             "command_file",
+                                             "commands",
+                                             "tpu_vm",
+                                             "tpu_env",
+                                             "ec2_instance_type",
+                                             "iam_role_name",
+                                             "image_uri",
+                                             "profile",
+                                             "region",
+                                             "base_job_name",
+                                             "pytorch_version",
+                                             "transformers_version",
+                                             "py_version",
+                                             "sagemaker_inputs_file",
+                                             "sagemaker_metrics_file",
+                                             "additional_args",
+                                             "fp16",
+                                             "dynamo_backend"};
+
 bool is_known_key(std::string_view key) {
   return std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys);
+}
+
+bool is_ignored_key(std::string_view key) {
+  return std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), key) != std::end(kIgnoredKeys);
+}
+
+// Edits (insertions, deletions, substitutions, swaps of neighbours) between
+// two keys, ignoring case: the optimal string alignment distance, in three
+// rows of the table.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::string x = detail::ascii_lower(a);
+  const std::string y = detail::ascii_lower(b);
+  std::vector<std::size_t> before(y.size() + 1);    // row i - 2
+  std::vector<std::size_t> previous(y.size() + 1);  // row i - 1
+  std::vector<std::size_t> current(y.size() + 1);
+  for (std::size_t j = 0; j <= y.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= x.size(); ++i) {
+    current[0] = i;
+    for (std::size_t j = 1; j <= y.size(); ++j) {
+      const std::size_t cost = x[i - 1] == y[j - 1] ? 0 : 1;
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost});
+      if (i > 1 && j > 1 && x[i - 1] == y[j - 2] && x[i - 2] == y[j - 1]) {
+        current[j] = std::min(current[j], before[j - 2] + 1);
+      }
+    }
+    std::swap(before, previous);
+    std::swap(previous, current);
+  }
+  return previous[y.size()];
+}
+
+// Longest key for which a suggestion is computed: a typo is never longer,
+// and the table grows with the key (a file may be 1 MiB).
+constexpr std::size_t kMaxSuggestedKeyLength = 64;
+
+// The known key (read or ignored) nearest to `key`; the first of equals, the
+// keys this library reads coming first.
+std::string_view nearest_known_key(std::string_view key) {
+  std::string_view best = kKnownKeys[0];
+  std::size_t best_distance = edit_distance(key, best);
+  const auto consider = [&](std::string_view candidate) {
+    const std::size_t distance = edit_distance(key, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  };
+  for (std::string_view candidate : kKnownKeys) consider(candidate);
+  for (std::string_view candidate : kIgnoredKeys) consider(candidate);
+  return best;
+}
+
+std::string unknown_key_problem(std::string_view key) {
+  std::string problem = "this key is not known";
+  problem += key.size() <= kMaxSuggestedKeyLength ? "; did you mean '" + std::string(nearest_known_key(key)) + "'?"
+                                                  : std::string(".");
+  return problem + " Correct the name or remove the line (docs/configuration.md lists every key).";
+}
+
+// YAML forbids tabs in indentation; yaml-cpp accepts some of them, and reads
+// the line as something else than was meant. A tab in the leading white space
+// of a line that holds more than a comment is an error, except in the text of
+// a block scalar ('|' or '>'), where it follows the spaces of the indentation.
+bool opens_block_scalar(std::string_view rest) {
+  for (std::size_t at = 0; (at = rest.find('#', at)) != std::string_view::npos; ++at) {
+    if (at == 0 || rest[at - 1] == ' ' || rest[at - 1] == '\t') {
+      rest = rest.substr(0, at);
+      break;
+    }
+  }
+  rest = trim(rest);
+  const std::size_t blank = rest.find_last_of(" \t");
+  const std::string_view indicator = blank == std::string_view::npos ? rest : rest.substr(blank + 1);
+  if (indicator.empty() || (indicator.front() != '|' && indicator.front() != '>') ||
+      indicator.find_first_not_of("+-0123456789", 1) != std::string_view::npos) {
+    return false;
+  }
+  const std::string_view before = blank == std::string_view::npos ? std::string_view() : trim(rest.substr(0, blank));
+  return before.empty() || before.back() == ':' || before.back() == '-';
+}
+
+void reject_tab_indentation(std::string_view text, const fs::path& source) {
+  std::ptrdiff_t block_indent = -1;  // indentation of the line that opened a block scalar, while in it
+  int line_number = 0;
+  for (std::size_t start = 0; start < text.size() || line_number == 0;) {
+    ++line_number;
+    // Lines end with "\n", "\r\n" or a lone "\r", as YAML counts them.
+    const std::size_t newline = std::min(text.find_first_of("\r\n", start), text.size());
+    const std::string_view line = text.substr(start, newline - start);
+    start = newline + (text.substr(newline, 2) == "\r\n" ? 2 : 1);
+    const std::size_t spaces = std::min(line.find_first_not_of(' '), line.size());
+    const std::size_t white = std::min(line.find_first_not_of(" \t"), line.size());
+    const std::string_view rest = line.substr(white);
+    if (block_indent >= 0) {
+      if (rest.empty() || static_cast<std::ptrdiff_t>(spaces) > block_indent) continue;
+      block_indent = -1;
+    }
+    if (rest.empty() || rest.front() == '#') continue;
+    if (white > spaces) {
+      fail_at({source, line_number}, "",
+              "the line is indented with a tab, which YAML does not allow (only spaces indent). Replace the tab "
+              "with spaces.");
+    }
+    if (opens_block_scalar(rest)) block_indent = static_cast<std::ptrdiff_t>(spaces);
+  }
 }
 
 // Stores the value of a known key (false for an unknown key).
@@ -310,6 +469,7 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
 
   const std::string yaml(text);
   YAML::Node top;
+  reject_tab_indentation(text, source);
   try {
     expect_one_document(yaml, source);
     top = YAML::Load(yaml);
@@ -341,11 +501,14 @@ ConfigFile parse_config_file(std::string_view text, const fs::path& source) {
         fail_at(key_at, key,
                 "the key was already set on line " + std::to_string(previous->second) + ". Keep one of the two lines.");
       }
-      if (!is_known_key(key)) {
+      if (is_ignored_key(key)) {
         // Python Accelerate's keys (distributed_type, fsdp_config, ...), nested
-        // values included: kept for the Accelerator's warning, not checked.
+        // values included: kept for the Accelerator's warning, not read.
         config.unknown_keys.push_back(key);
         continue;
+      }
+      if (!is_known_key(key)) {
+        fail_at(key_at, key, unknown_key_problem(key));
       }
       if (value_node.IsNull()) {
         fail_at(key_at, key, "the key has no value. Write a value after the colon, or remove the line.");

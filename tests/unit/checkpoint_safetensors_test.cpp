@@ -104,8 +104,9 @@ TEST_F(Safetensors, StrictListsEveryKeyProblemNonStrictLoadsTheRest) {
 }
 
 TEST_F(Safetensors, RejectsWhatItCannotWriteOrRead) {
-  EXPECT_NE(error_of([&] { ckpt::save_model(model(), dir_, {.safe_serialization = false}); })
-                .find("safe_serialization=false"),
+  EXPECT_NE(error_of([&] {
+              ckpt::save_model(model(), dir_, {.safe_serialization = false});
+            }).find("safe_serialization=false"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               ckpt::save_model({{"z", at::zeros({2}, at::TensorOptions().dtype(at::kComplexFloat))}}, dir_);
@@ -117,9 +118,108 @@ TEST_F(Safetensors, RejectsWhatItCannotWriteOrRead) {
             std::string::npos);
   // An index may not send the loader outside its directory.
   std::ofstream(dir_ / "escape.index.json") << R"({"weight_map": {"a": "../outside.safetensors"}})";
-  EXPECT_NE(error_of([&] { ckpt::load_checkpoint_in_model({}, dir_ / "escape.index.json", false); })
-                .find("outside the index's directory"),
+  EXPECT_NE(error_of([&] {
+              ckpt::load_checkpoint_in_model({}, dir_ / "escape.index.json", false);
+            }).find("outside the index's directory"),
             std::string::npos);
+}
+
+// A safetensors file written by hand: the 8-byte length, `header` padded with
+// blanks to 8 bytes (as the writers do), then `data_bytes` bytes of data.
+void write_raw(const fs::path& file, std::string header, std::size_t data_bytes) {
+  fs::create_directories(file.parent_path());
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (std::size_t b = 0; b < 8; ++b) bytes[b] = static_cast<char>((header.size() >> (8 * b)) & 0xFF);
+  bytes += header;
+  for (std::size_t i = 0; i < data_bytes; ++i) bytes += static_cast<char>(i + 1);
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+// The message load_safetensors gives for that file; every one must name the file.
+std::string load_error(const fs::path& file, const std::string& header, std::size_t data_bytes) {
+  write_raw(file, header, data_bytes);
+  const std::string message = error_of([&] { ckpt::load_safetensors(file); });
+  EXPECT_NE(message.find("'" + file.string() + "'"), std::string::npos) << message;
+  return message;
+}
+
+std::string u8_entry(const std::string& name, int begin, int end) {
+  return "\"" + name + "\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(end - begin) + "],\"data_offsets\":[" +
+         std::to_string(begin) + "," + std::to_string(end) + "]}";
+}
+
+constexpr const char* kTilingRule = "sorted by offset, to fill the data from byte 0 to its end";
+
+TEST_F(Safetensors, RefusesOverlappingTensors) {
+  const std::string message =
+      load_error(dir_ / "overlap.safetensors", "{" + u8_entry("a", 0, 4) + "," + u8_entry("b", 2, 6) + "}", 6);
+  EXPECT_NE(message.find("tensor 'b' at data offsets [2, 6) overlaps tensor 'a' at [0, 4)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find(kTilingRule), std::string::npos) << message;
+}
+
+TEST_F(Safetensors, RefusesAGapBeforeTheFirstTensor) {
+  const std::string message = load_error(dir_ / "gap_before.safetensors", "{" + u8_entry("a", 4, 8) + "}", 8);
+  EXPECT_NE(message.find("tensor 'a' starts at byte 4 of the data, but it is the first by offset"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("4 bytes belong to no tensor"), std::string::npos) << message;
+  EXPECT_NE(message.find(kTilingRule), std::string::npos) << message;
+}
+
+TEST_F(Safetensors, RefusesAGapBetweenTensors) {
+  const std::string message =
+      load_error(dir_ / "gap_between.safetensors", "{" + u8_entry("a", 0, 2) + "," + u8_entry("b", 4, 8) + "}", 8);
+  EXPECT_NE(message.find("tensor 'b' starts at byte 4 of the data, but the tensor before it ('a') ends at byte 2"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(kTilingRule), std::string::npos) << message;
+}
+
+TEST_F(Safetensors, RefusesDataAfterTheLastTensor) {
+  const std::string message = load_error(dir_ / "trailing.safetensors", "{" + u8_entry("a", 0, 4) + "}", 8);
+  EXPECT_NE(message.find("the last tensor ('a') ends at byte 4 of the data, but the file holds 8 bytes of data"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(kTilingRule), std::string::npos) << message;
+  // Data without any tensor is refused too.
+  EXPECT_NE(load_error(dir_ / "no_tensor.safetensors", "{}", 8).find("the header lists no tensor"), std::string::npos);
+}
+
+TEST_F(Safetensors, RefusesMetadataThatIsNotAMapOfStrings) {
+  const std::string message = load_error(dir_ / "metadata.safetensors",
+                                         R"({"__metadata__":{"format":"pt","step":7},)" + u8_entry("a", 0, 4) + "}", 4);
+  EXPECT_NE(message.find("the value of 'step' in \"__metadata__\" is not a string"), std::string::npos) << message;
+  EXPECT_NE(message.find("map strings to strings"), std::string::npos) << message;
+  const std::string list =
+      load_error(dir_ / "metadata_list.safetensors", R"({"__metadata__":["pt"],)" + u8_entry("a", 0, 4) + "}", 4);
+  EXPECT_NE(list.find("\"__metadata__\" is not a JSON object"), std::string::npos) << list;
+}
+
+TEST_F(Safetensors, RefusesDuplicateTensorNames) {
+  // Either entry alone would be a valid file: without the check one of them
+  // would be dropped in silence.
+  const std::string message =
+      load_error(dir_ / "duplicate.safetensors", "{" + u8_entry("a", 0, 4) + "," + u8_entry("a", 0, 4) + "}", 4);
+  EXPECT_NE(message.find("the header names 'a' twice"), std::string::npos) << message;
+  EXPECT_NE(message.find("every tensor name"), std::string::npos) << message;
+}
+
+TEST_F(Safetensors, AcceptsEveryLayoutTheFormatAllows) {
+  // Header order is not offset order; empty tensors sit anywhere, also at the end;
+  // metadata may be empty; a file may hold no tensor and no data.
+  write_raw(dir_ / "ok.safetensors",
+            R"({"__metadata__":{},"a":{"dtype":"U8","shape":[0],"data_offsets":[6,6]},)" + u8_entry("b", 2, 6) + "," +
+                u8_entry("c", 0, 2) + R"(,"d":{"dtype":"F32","shape":[2,0],"data_offsets":[0,0]}})",
+            6);
+  const auto loaded = ckpt::load_safetensors(dir_ / "ok.safetensors");
+  ASSERT_EQ(loaded.size(), 4U);
+  EXPECT_TRUE(at::equal(loaded.at("b"), at::arange(3, 7, at::kByte)));
+  EXPECT_TRUE(at::equal(loaded.at("c"), at::arange(1, 3, at::kByte)));
+  EXPECT_EQ(loaded.at("a").numel(), 0);
+  EXPECT_EQ(loaded.at("d").sizes(), (std::vector<std::int64_t>{2, 0}));
+  write_raw(dir_ / "empty.safetensors", "{}", 0);
+  EXPECT_TRUE(ckpt::load_safetensors(dir_ / "empty.safetensors").empty());
 }
 
 }  // namespace

@@ -151,40 +151,157 @@ TEST(ConfigFile, CommentsBlankLinesQuotesAndLineEndings) {
   EXPECT_NE(parse_error("log_level: info#x\n").find("'info#x' is not accepted"), std::string::npos);
 }
 
-TEST(ConfigFile, UnknownKeysAreKeptNotRejected) {
-  // What Python Accelerate's `accelerate config` writes, nested blocks included.
+TEST(ConfigFile, PythonAccelerateKeysAreAcceptedAndReported) {
+  // A file as Python Accelerate's `accelerate config` writes it (yaml.safe_dump:
+  // sorted keys, nested sections), read here for the four settings it shares.
   const ConfigFile config = parse(
       "compute_environment: LOCAL_MACHINE\n"
       "debug: false\n"
+      "deepspeed_config: {}\n"
       "distributed_type: MULTI_GPU\n"
       "downcast_bf16: 'no'\n"
+      "dynamo_config:\n"
+      "  dynamo_backend: INDUCTOR\n"
+      "enable_cpu_affinity: false\n"
       "fsdp_config:\n"
       "  fsdp_sharding_strategy: FULL_SHARD\n"
       "  fsdp_offload_params: false\n"
-      "enable_cpu_affinity: false\n"
+      "  a_key_this_library_never_reads: 1\n"
       "gpu_ids: all\n"
       "machine_rank: 0\n"
+      "main_process_ip: 10.0.0.1\n"
+      "main_process_port: 29500\n"
       "main_training_function: main\n"
+      "megatron_lm_config: {}\n"
       "mixed_precision: bf16\n"
+      "mpirun_config: {}\n"
       "num_machines: 1\n"
       "num_processes: 8\n"
       "rdzv_backend: static\n"
       "same_network: true\n"
       "tpu_env: []\n"
+      "tpu_use_cluster: false\n"
+      "tpu_use_sudo: false\n"
       "tpu_vm:\n"
       "- a\n"
       "- b\n"
       "use_cpu: false\n");
-  const std::vector<std::string> expected{"compute_environment", "distributed_type", "downcast_bf16",
-                                          "fsdp_config",         "gpu_ids",          "machine_rank",
-                                          "main_training_function", "num_machines", "num_processes",
-                                          "rdzv_backend",        "same_network",     "tpu_env",
+  const std::vector<std::string> expected{"compute_environment",
+                                          "deepspeed_config",
+                                          "distributed_type",
+                                          "downcast_bf16",
+                                          "dynamo_config",
+                                          "fsdp_config",
+                                          "gpu_ids",
+                                          "machine_rank",
+                                          "main_process_ip",
+                                          "main_process_port",
+                                          "main_training_function",
+                                          "megatron_lm_config",
+                                          "mpirun_config",
+                                          "num_machines",
+                                          "num_processes",
+                                          "rdzv_backend",
+                                          "same_network",
+                                          "tpu_env",
+                                          "tpu_use_cluster",
+                                          "tpu_use_sudo",
                                           "tpu_vm"};
   EXPECT_EQ(config.unknown_keys, expected);
   EXPECT_EQ(config.mixed_precision, "bf16");
   EXPECT_EQ(config.use_cpu, false);
   EXPECT_EQ(config.debug_mode, false);
   EXPECT_EQ(config.cpu_affinity, false);
+
+  // The SageMaker variant, the TPU-pod and newer sections, and the two old keys
+  // Python Accelerate still converts.
+  const ConfigFile other = parse(
+      "compute_environment: AMAZON_SAGEMAKER\n"
+      "distributed_type: DATA_PARALLEL\n"
+      "ec2_instance_type: ml.p3.2xlarge\n"
+      "iam_role_name: role\n"
+      "image_uri: null\n"
+      "profile: default\n"
+      "region: us-east-1\n"
+      "base_job_name: job\n"
+      "pytorch_version: 2.0.0\n"
+      "transformers_version: 4.30.0\n"
+      "py_version: py310\n"
+      "sagemaker_inputs_file: inputs.tsv\n"
+      "sagemaker_metrics_file: metrics.tsv\n"
+      "additional_args: {}\n"
+      "fp8_config: {}\n"
+      "parallelism_config: {}\n"
+      "tp_config: {}\n"
+      "ipex_config: {}\n"
+      "tpu_name: pod\n"
+      "tpu_zone: zone\n"
+      "command_file: run.sh\n"
+      "commands: [a]\n"
+      "fp16: true\n"
+      "dynamo_backend: 'NO'\n");
+  EXPECT_EQ(other.unknown_keys.size(), 24U);
+}
+
+TEST(ConfigFile, UnknownKeyIsAnErrorNamingTheNearestKnownKey) {
+  struct Case {
+    std::string line;
+    std::string key;
+    std::string nearest;
+  };
+  const std::vector<Case> cases{
+      {"mixd_precision: bf16\n", "mixd_precision", "mixed_precision"},    // a letter missing
+      {"ues_cpu: true\n", "ues_cpu", "use_cpu"},                          // two letters swapped
+      {"Mixed-Precision: bf16\n", "Mixed-Precision", "mixed_precision"},  // case and '-'
+      {"gradient_accumulation_step: 2\n", "gradient_accumulation_step", "gradient_accumulation_steps"},
+      {"num_proceses: 4\n", "num_proceses", "num_processes"},             // an ignored key's typo
+      {"fsdp_confg:\n  fsdp_version: 2\n", "fsdp_confg", "fsdp_config"},  // a section's name
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    const std::string message = parse_error("# header\nuse_cpu: true\n" + c.line);
+    EXPECT_NE(message.find("config file '/etc/cluster.yaml', line 3, key '" + c.key + "': this key is not known"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("did you mean '" + c.nearest + "'?"), std::string::npos) << message;
+  }
+  // A key longer than any typo gets no suggestion (the distance table grows with it).
+  const std::string long_key = parse_error(std::string(200, 'k') + ": 1\n");
+  EXPECT_NE(long_key.find("': this key is not known. Correct the name"), std::string::npos) << long_key.substr(0, 200);
+}
+
+TEST(ConfigFile, TabIndentationIsAnErrorNamingTheLine) {
+  struct Case {
+    std::string text;
+    int line;
+  };
+  const std::vector<Case> cases{
+      {"\tuse_cpu: true\n", 1},                                                // a key
+      {"debug: false\nuse_cpu:\n\ttrue\n", 3},                                 // a value on its own line
+      {"fsdp_config:\n  fsdp_version: 2\n \tfsdp_offload_params: true\n", 3},  // a nested key, after a blank
+      {"tpu_vm:\n\t- a\n", 2},                                                 // a list item
+      {"debug: false\r\n\tuse_cpu: true\r\n", 2},                              // Windows line endings
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const std::string message = parse_error(c.text);
+    EXPECT_NE(message.find("config file '/etc/cluster.yaml', line " + std::to_string(c.line) +
+                           ": the line is indented with a tab"),
+              std::string::npos)
+        << message;
+  }
+  // Tabs elsewhere are YAML's: in comment and blank lines, after the colon, and
+  // in the text of a block scalar after its indentation.
+  const ConfigFile config = parse(
+      "\t# a comment\n"
+      " \t \n"
+      "use_cpu:\ttrue\n"
+      "commands: |\n"
+      "  echo\n"
+      "  \ttabbed text\n"
+      "log_level: info\n");
+  EXPECT_EQ(config.use_cpu, true);
+  EXPECT_EQ(config.log_level, "info");
 }
 
 TEST(ConfigFile, InvalidValuesNameFileLineKeyAndAcceptedValues) {
@@ -230,8 +347,7 @@ TEST(ConfigFile, MalformedLinesAreErrors) {
   EXPECT_NE(parse_error("use_cpu true\n").find("line 1: the file holds the plain value 'use_cpu true'"),
             std::string::npos);
   // No blank after the colon: YAML reads one key "use_cpu:true", which is named.
-  EXPECT_NE(parse_error("debug: false\nuse_cpu:true\n").find("line 2: 'use_cpu:true' is not a key"),
-            std::string::npos);
+  EXPECT_NE(parse_error("debug: false\nuse_cpu:true\n").find("line 2: 'use_cpu:true' is not a key"), std::string::npos);
   EXPECT_NE(parse_error("\"quoted key\": 1\n").find("line 1: 'quoted key' is not a key"), std::string::npos);
   EXPECT_NE(parse_error("? [a, b]\n: 1\n").find("line 1: 'a list or mapping' is not a key"), std::string::npos);
   EXPECT_NE(parse_error("- item\n").find("line 1: the file holds a list"), std::string::npos);
@@ -239,9 +355,8 @@ TEST(ConfigFile, MalformedLinesAreErrors) {
             std::string::npos);
   // Duplicates name both lines.
   const std::string duplicate = parse_error("use_cpu: true\n\nuse_cpu: false\n");
-  EXPECT_NE(duplicate.find("line 3, key 'use_cpu': the key was already set on line 1"), std::string::npos)
-      << duplicate;
-  EXPECT_NE(parse_error("foo: 1\nfoo: 2\n").find("already set on line 1"), std::string::npos);
+  EXPECT_NE(duplicate.find("line 3, key 'use_cpu': the key was already set on line 1"), std::string::npos) << duplicate;
+  EXPECT_NE(parse_error("num_processes: 1\nnum_processes: 2\n").find("already set on line 1"), std::string::npos);
 }
 
 TEST(ConfigFile, TextThatIsNotYamlNamesTheFileAndTheLine) {
@@ -250,9 +365,9 @@ TEST(ConfigFile, TextThatIsNotYamlNamesTheFileAndTheLine) {
     int line;
   };
   const std::vector<Case> cases{
-      {"use_cpu: true\n  nested: 1\n", 2},                 // indentation under a plain value
+      {"use_cpu: true\n  nested: 1\n", 2},              // indentation under a plain value
       {"# header\nlog_level: \"info\" trailing\n", 2},  // text after a closing quote
-      {"# header\nlog_level: \"in\\qfo\"\n", 2},       // an escape YAML does not have
+      {"# header\nlog_level: \"in\\qfo\"\n", 2},        // an escape YAML does not have
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
@@ -324,8 +439,7 @@ TEST(ConfigFile, LoadMissingExistingAndBadFiles) {
     FAIL() << "bad file accepted";
   } catch (const ConfigError& error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("config file '" + bad.string() + "', line 2, key 'timeout'"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("config file '" + bad.string() + "', line 2, key 'timeout'"), std::string::npos) << message;
   }
 
   // A file larger than any configuration (a wrong path, say) is refused before it is read.

@@ -32,9 +32,10 @@ struct ConfigFile {
   std::optional<std::string> mpi_thread_level;     ///< `mpi_thread_level`: single | funneled | serialized | multiple
   std::optional<int> emulated_ranks_per_node;      ///< `emulated_ranks_per_node`: ≥ 1
 
-  /// Top-level keys this library does not know (e.g. the `distributed_type`
-  /// or `num_processes` that Python Accelerate writes), in file order. They
-  /// are not an error; the Accelerator warns about them.
+  /// Top-level keys of Python Accelerate's files that this library accepts
+  /// but does not read (e.g. `distributed_type`, `num_processes`,
+  /// `fsdp_config`), in file order; the Accelerator warns about them. Any
+  /// other key is a ConfigError.
   std::vector<std::string> unknown_keys;
 
   /// The file the values came from; empty for a ConfigFile built in code.
@@ -76,9 +77,10 @@ ConfigFileLocation locate_default_config_file();
 std::filesystem::path default_config_file();
 
 /// Parses the text of a configuration file. `source` names the file in error
-/// messages (and becomes ConfigFile::source). A malformed line or an invalid
-/// value throws ConfigError naming the file, the line, the key and what is
-/// accepted.
+/// messages (and becomes ConfigFile::source). A malformed line, a line
+/// indented with a tab, an unknown key (the message suggests the nearest
+/// known one) or an invalid value throws ConfigError naming the file, the
+/// line, the key and what is accepted.
 ConfigFile parse_config_file(std::string_view text, const std::filesystem::path& source);
 
 /// Largest configuration file load_config_file reads (a real one is a few hundred bytes).
