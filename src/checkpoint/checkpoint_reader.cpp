@@ -114,6 +114,13 @@ struct CheckpointReader::Impl {
 
   std::string where(std::string_view name) const { return options.file.string() + ":/" + std::string(name); }
 
+  // Metadata reads are collective (H5Pset_all_coll_metadata_ops), and so are
+  // opening and closing datasets: each public step runs whole under the
+  // watchdog with the job's timeout (its own deadline waits end it first).
+  [[nodiscard]] BlockingCallWatchdog watch(std::string_view step, std::string_view name) const {
+    return BlockingCallWatchdog("checkpoint: " + std::string(step) + " of '" + where(name) + "'", options.timeout);
+  }
+
   const IndexedEntry& find(std::string_view name) const {
     const auto it = entries.find(std::string(name));
     if (it == entries.end()) {
@@ -171,6 +178,7 @@ struct CheckpointReader::Impl {
   // reported as the load goes; every rank cuts at the same places, since each
   // destination's size must equal its entry's (read_one_batch checks).
   void read_batch(const std::vector<std::pair<std::string, at::Tensor>>& reads, std::string_view call) {
+    const BlockingCallWatchdog watched = watch(call, reads.empty() ? std::string_view() : reads.front().first);
     std::vector<std::pair<std::string, at::Tensor>> batch;
     std::uint64_t batch_bytes = 0;
     const auto flush = [&] {
@@ -303,6 +311,7 @@ struct CheckpointReader::Impl {
 
 CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::make_unique<Impl>(options)) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("opening the file and reading its index", "");
   std::error_code ignored;
   // Also the deadline barrier before H5Fopen, which is collective inside
   // HDF5 and cannot time out: a rank that never comes is named here.
@@ -400,6 +409,7 @@ void CheckpointReader::read_replicated_into(std::string_view name, const at::Ten
 
 void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiece> pieces, int copy) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("read_pieces", name);
   const IndexedEntry& entry = s.find(name);
   require_same_on_all_ranks(s.comm, "read pieces of '" + std::string(name) + "'", "read_pieces");
   const EntryInfo& info = entry.info;
@@ -449,6 +459,7 @@ void CheckpointReader::read_pieces(std::string_view name, std::vector<TensorPiec
 
 at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("read_per_rank", name);
   const IndexedEntry& entry = s.find(name);
   if (entry.info.kind != EntryKind::PerRank) {
     throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
@@ -483,6 +494,7 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
 
 std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view name, int row) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("read_per_rank_bytes", name);
   const IndexedEntry& entry = s.find(name);
   if (entry.info.kind != EntryKind::PerRankBytes) {
     throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +

@@ -88,6 +88,14 @@ struct CheckpointWriter::Impl {
 
   std::string where(std::string_view name) const { return options.file.string() + ":/" + std::string(name); }
 
+  // Every HDF5 call of a step may be collective (a metadata-cache flush can
+  // start inside any call that changes metadata: H5Dclose, an attribute, a
+  // group): each public step runs whole under the watchdog, with the job's
+  // timeout. Its own deadline waits still end it first, naming the ranks.
+  [[nodiscard]] BlockingCallWatchdog watch(std::string_view step, std::string_view name) const {
+    return BlockingCallWatchdog("checkpoint: " + std::string(step) + " of '" + where(name) + "'", options.timeout);
+  }
+
   Dataset create_dataset(std::string_view name, hid_t type, const std::vector<hsize_t>& dims) {
     Dataspace space(dims.empty() ? H5Screate(H5S_SCALAR)
                                  : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
@@ -123,6 +131,7 @@ struct CheckpointWriter::Impl {
 CheckpointWriter::CheckpointWriter(const WriterOptions& options, const CheckpointInfo& info)
     : impl_(std::make_unique<Impl>(options)) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("creating the file and its attributes", "");
   // Also the deadline barrier before H5Fcreate, which is collective inside
   // HDF5 and cannot time out: a rank that never comes is named here.
   require_same_on_all_ranks(s.comm, options.file.string(), "CheckpointWriter (file name)");
@@ -163,6 +172,7 @@ CheckpointWriter::~CheckpointWriter() = default;
 
 void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor& tensor) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("write_replicated", name);
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("replicated", name, tensor), "write_replicated");
   require_values(tensor, name, s.options.file.string());  // the same on every rank, after the comparison
@@ -207,6 +217,7 @@ void CheckpointWriter::write_replicated(std::string_view name, const at::Tensor&
 void CheckpointWriter::write_pieces(std::string_view name, c10::ScalarType dtype, at::IntArrayRef shape,
                                     std::vector<TensorPiece> pieces) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("write_pieces", name);
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("pieces of", name, dtype, shape), "write_pieces");
   const std::int64_t total = c10::multiply_integers(shape);
@@ -245,6 +256,7 @@ void CheckpointWriter::write_pieces(std::string_view name, c10::ScalarType dtype
 
 void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& tensor) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("write_per_rank", name);
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, describe("per-rank", name, tensor), "write_per_rank");
   require_values(tensor, name, s.options.file.string());
@@ -278,6 +290,7 @@ void CheckpointWriter::write_per_rank(std::string_view name, const at::Tensor& t
 
 void CheckpointWriter::write_per_rank_bytes(std::string_view name, std::span<const std::byte> bytes) {
   Impl& s = *impl_;
+  const BlockingCallWatchdog watched = s.watch("write_per_rank_bytes", name);
   validate_dataset_name(name, s.options.file);
   require_same_on_all_ranks(s.comm, "per-rank bytes '" + std::string(name) + "'", "write_per_rank_bytes");
   const std::vector<std::int64_t> lengths =
@@ -336,7 +349,7 @@ void CheckpointWriter::close() {
   if (s.closed) return;
   s.closed = true;
   {
-    const BlockingCallWatchdog watchdog("checkpoint: H5Fflush of '" + s.options.file.string() + "'", s.options.timeout);
+    const BlockingCallWatchdog watchdog = s.watch("H5Fflush", "");
     ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
   }
   close_parallel_file(s.file, s.options.comm, s.options.timeout, s.options.file.string());

@@ -106,6 +106,22 @@ int weights_copy(const ShardedWeights& weights, int file_ranks, const std::strin
                               "checkpoint: group '" + group + "'");
 }
 
+// The names under which a tensor met before is registered again (tied
+// weights), walking the module as LibTorch's named_parameters() and
+// named_buffers() do: a whole model's checkpoint holds each tensor once, under
+// the name met first, as save_model's files do.
+std::set<std::string> repeated_names(const torch::nn::Module& model) {
+  std::set<const c10::TensorImpl*> seen;
+  std::set<std::string> repeated;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) repeated.insert(item.key());
+  }
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) repeated.insert(item.key());
+  }
+  return repeated;
+}
+
 // A model's tensors: whole, or (FULL_SHARD) its sharded parameters in this
 // rank's pieces, into the same whole datasets; of pieces held in several
 // copies, the first copy's ranks write.
@@ -113,7 +129,9 @@ void write_model(CheckpointWriter& writer, const std::string& group, const torch
                  const ShardedWeights* weights) {
   const auto pieced = weights != nullptr ? weights_by_name(*weights) : decltype(weights_by_name(*weights)){};
   const bool writes_pieces = weights == nullptr || weights_copy(*weights, writer.size(), group) == 0;
+  const std::set<std::string> repeated = weights == nullptr ? repeated_names(model) : std::set<std::string>{};
   for (const auto& [name, tensor] : module_state(model)) {
+    if (repeated.count(name) != 0) continue;  // a tied weight, written under its first name
     const auto it = pieced.find(name);
     if (it == pieced.end()) {
       writer.write_replicated(group + "/" + name, tensor);
@@ -131,7 +149,23 @@ void write_model(CheckpointWriter& writer, const std::string& group, const torch
 KeyReport read_model(CheckpointReader& reader, const std::string& group, const torch::nn::Module& model,
                      const ShardedWeights* weights, bool strict) {
   std::map<std::string, at::Tensor> state = module_state(model);
-  if (weights == nullptr) return reader.load_into(group, state, strict);
+  if (weights == nullptr) {
+    // A tied weight is read under its first name. Checkpoints written before
+    // ties were stored once hold its other names too: those the file has are
+    // read as well (the same tensor, the same values), so that none of them
+    // is unexpected; those it lacks are not missing.
+    const std::set<std::string> repeated = repeated_names(model);
+    if (!repeated.empty()) {
+      std::vector<TensorSpec> others;
+      for (const std::string& name : repeated) {
+        const at::Tensor& tensor = state.at(name);
+        others.push_back({name, std::string(detail::dtype_name(tensor.scalar_type())), tensor.sizes().vec()});
+      }
+      const KeyReport present = reader.check_keys(group, others, /*strict=*/false);
+      for (const std::string& name : present.missing) state.erase(name);
+    }
+    return reader.load_into(group, state, strict);
+  }
   const int copy = weights_copy(*weights, reader.size(), group);  // refused before anything is read
   const auto pieced = weights_by_name(*weights);
   std::vector<TensorSpec> expected;
@@ -159,8 +193,13 @@ KeyReport read_model(CheckpointReader& reader, const std::string& group, const t
 
 std::uint64_t large_state_bytes(const TrainingStateRefs& refs) {
   std::uint64_t bytes = 0;
-  for (torch::nn::Module* model : refs.models) {
-    for (const auto& [name, tensor] : module_state(*model)) bytes += static_cast<std::uint64_t>(tensor.nbytes());
+  for (std::size_t i = 0; i < refs.models.size(); ++i) {
+    const torch::nn::Module& model = *refs.models[i];
+    const std::set<std::string> repeated =
+        weights_of(refs, i) == nullptr ? repeated_names(model) : std::set<std::string>{};
+    for (const auto& [name, tensor] : module_state(model)) {
+      if (repeated.count(name) == 0) bytes += static_cast<std::uint64_t>(tensor.nbytes());
+    }
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i)
     bytes += detail::optimizer_state_bytes(*refs.optimizers[i], shards_of(refs, i));

@@ -14,6 +14,7 @@
 #include "comm/mpi/mpi_backend.hpp"
 #include "comm/object_serialization.hpp"
 #include "detail/arrival_board.hpp"
+#include "detail/blocking_call_watchdog.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
 #include "detail/profile_range.hpp"
@@ -68,7 +69,10 @@ std::string rank_list(const std::vector<int>& ranks) {
 // list is validated identically everywhere, then the ranks agree, so that a
 // bad list fails on every rank instead of leaving some in MPI_Comm_split.
 detail::UniqueComm split_members(MPI_Comm comm, int me, int size, const std::vector<int>& ranks,
-                                 const std::string& ranks_of) {
+                                 const std::string& ranks_of, std::chrono::milliseconds timeout) {
+  // Blocking collectives (MPI_Allreduce, MPI_Comm_split): watched.
+  const detail::BlockingCallWatchdog watchdog("new_group (MPI_Allreduce and MPI_Comm_split over the " + ranks_of + ")",
+                                              timeout);
   std::string problem;
   const std::set<int> unique(ranks.begin(), ranks.end());
   if (ranks.empty()) problem = "the rank list is empty";
@@ -109,6 +113,11 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   const detail::SharedMemoryPlacement shared{options.shared_memory_all_reduce.value_or(
                                                  env.shared_memory_all_reduce.value_or(true)),
                                              state.node_index()};
+  // Duplicating communicators and mapping the node's shared memory are
+  // blocking collectives with no deadline of their own: watched.
+  const detail::BlockingCallWatchdog watchdog("creating process group '" + name_ +
+                                                  "' (MPI_Comm_dup, MPI_Comm_split, the node's shared memory)",
+                                              timeout_);
   ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
   ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
@@ -164,16 +173,16 @@ std::unique_ptr<ProcessGroup> ProcessGroup::cross_node(const State& state, Proce
 
 std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const std::vector<int>& ranks,
                                                       ProcessGroupOptions options) {
-  detail::UniqueComm comm =
-      split_members(state.world_comm(), state.process_index(), state.num_processes(), ranks, "world ranks");
+  detail::UniqueComm comm = split_members(state.world_comm(), state.process_index(), state.num_processes(), ranks,
+                                          "world ranks", options.timeout.value_or(state.timeout()));
   if (!comm) return nullptr;
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, comm.get(), "group" + rank_list(ranks), options));
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, ProcessGroup& parent,
                                                       const std::vector<int>& ranks, ProcessGroupOptions options) {
-  detail::UniqueComm comm =
-      split_members(parent.control_, parent.rank_, parent.size_, ranks, "ranks of group '" + parent.name_ + "'");
+  detail::UniqueComm comm = split_members(parent.control_, parent.rank_, parent.size_, ranks,
+                                          "ranks of group '" + parent.name_ + "'", parent.timeout_);
   std::string name = "group" + rank_list(ranks) + " of " + parent.name_;
   if (!parent.nccl_) {
     if (!comm) return nullptr;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -10,13 +11,19 @@
 #include <utility>
 
 #include "accelerate/error.hpp"
+#include "detail/job_step.hpp"
 
 namespace accelerate::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The deadline of the running deadline wait (poll_until), in Clock ticks
+// since its epoch; 0 when none runs. Only the main thread waits (funneled).
+std::atomic<std::int64_t> running_wait_deadline{0};
+
 struct Armed {
+  std::string prefix;
   std::string what;
   Clock::time_point deadline;
   std::chrono::milliseconds limit;
@@ -31,14 +38,14 @@ class Watchdog {
     return *watchdog;
   }
 
-  std::uint64_t arm(std::string what, std::chrono::milliseconds limit) {
+  std::uint64_t arm(std::string prefix, std::string what, std::chrono::milliseconds limit) {
     const std::lock_guard lock(mutex_);
     if (!started_) {
       std::thread([this] { run(); }).detach();
       started_ = true;
     }
     const std::uint64_t id = next_id_++;
-    armed_.emplace(id, Armed{std::move(what), Clock::now() + limit, limit});
+    armed_.emplace(id, Armed{std::move(prefix), std::move(what), Clock::now() + limit, limit});
     changed_.notify_one();
     return id;
   }
@@ -69,15 +76,26 @@ class Watchdog {
         changed_.wait_until(lock, deadline);
         continue;
       }
+      // A deadline wait inside the watched section ends by itself and names
+      // the missing ranks: let it, unless it too has overrun.
+      const std::int64_t wait_ticks = running_wait_deadline.load(std::memory_order_acquire);
+      if (wait_ticks != 0) {
+        const Clock::time_point wait_end = Clock::time_point(Clock::duration(wait_ticks)) + kDeadlineWaitGrace;
+        if (Clock::now() < wait_end) {
+          changed_.wait_until(lock, wait_end);
+          continue;
+        }
+      }
       report_and_exit(first->second);
     }
   }
 
   [[noreturn]] static void report_and_exit(const Armed& armed) {
     const std::string message =
-        where() + " " + armed.what + " did not return within " + std::to_string(armed.limit.count()) +
-        " ms. It is a collective call inside another library (HDF5 over MPI-IO) that cannot time out: a rank "
-        "of its communicator died or hangs inside it (the launcher's output, or that rank's own, names it). "
+        armed.prefix + " " + armed.what + " did not return within " + std::to_string(armed.limit.count()) + " ms" +
+        at_training_step() +
+        ". It is a blocking collective call (inside MPI, or HDF5 over MPI-IO) that cannot time out: a rank of "
+        "its communicator died, was stopped or hangs (the launcher's output, or that rank's own, names it). "
         "Ending this process with exit code " +
         std::to_string(kBlockedCallExitCode) +
         " so that the job ends instead of hanging. If the call is only slow, raise the job's timeout "
@@ -104,8 +122,16 @@ class Watchdog {
 }  // namespace
 
 BlockingCallWatchdog::BlockingCallWatchdog(std::string what, std::chrono::milliseconds limit)
-    : id_(Watchdog::instance().arm(std::move(what), limit)) {}
+    : BlockingCallWatchdog(std::move(what), limit, where()) {}
+
+BlockingCallWatchdog::BlockingCallWatchdog(std::string what, std::chrono::milliseconds limit, std::string prefix)
+    : id_(Watchdog::instance().arm(std::move(prefix), std::move(what), limit)) {}
 
 BlockingCallWatchdog::~BlockingCallWatchdog() { Watchdog::instance().disarm(id_); }
+
+DeadlineWaitMark::DeadlineWaitMark(std::chrono::steady_clock::time_point deadline) noexcept
+    : previous_(running_wait_deadline.exchange(deadline.time_since_epoch().count(), std::memory_order_acq_rel)) {}
+
+DeadlineWaitMark::~DeadlineWaitMark() { running_wait_deadline.store(previous_, std::memory_order_release); }
 
 }  // namespace accelerate::detail

@@ -6,6 +6,7 @@
 
 #include "accelerate/error.hpp"
 #include "detail/arrival_board.hpp"
+#include "detail/job_step.hpp"
 #include "detail/fnv1a.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_wait.hpp"
@@ -182,8 +183,8 @@ void DeadlineComm::report_timeout(std::int64_t sequence, std::string_view what) 
   }
   throw TimeoutError(where() + " " + std::string(what) + " did not complete within " +
                      std::to_string(timeout_.count()) + " ms (collective #" + std::to_string(sequence) +
-                     " on a communicator of " + std::to_string(size_) +
-                     " ranks). Ranks that never arrived: " + missing +
+                     " on a communicator of " + std::to_string(size_) + " ranks)" + at_training_step() +
+                     ". Ranks that never arrived: " + missing +
                      ". They crashed, hang, or took a different code path; their own output names the cause. "
                      "The communicator is unusable now: abort the job (accelerate::abort_all). Raise the "
                      "limit with InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work before "

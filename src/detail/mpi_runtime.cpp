@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "detail/blocking_call_watchdog.hpp"
+
 namespace accelerate::detail {
 
 bool mpi_is_running() noexcept {
@@ -35,7 +37,17 @@ std::optional<WorldPosition> world_position() noexcept {
 }
 
 void abort_running_mpi(int exit_code) noexcept {
-  if (mpi_is_running()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (!mpi_is_running()) return;
+  try {
+    // MPI_Abort tells the launcher first, then waits to be killed with the
+    // rest of the job; a launcher that lets ranks outlive their peers (Open
+    // MPI's --enable-recovery) or a stopped peer can make that wait long.
+    // The job's end is already on its way: leave after a short grace.
+    const BlockingCallWatchdog watchdog("MPI_Abort (the launcher was told to end the job)", kAbortGrace);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  } catch (...) {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);  // arming failed: abort unwatched
+  }
 }
 
 }  // namespace accelerate::detail

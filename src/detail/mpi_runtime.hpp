@@ -2,6 +2,7 @@
 // MPI_Init, after MPI_Finalize, from error paths.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 namespace accelerate::detail {
@@ -18,7 +19,12 @@ struct WorldPosition {
 /// thread, return the cached answer.
 [[nodiscard]] std::optional<WorldPosition> world_position() noexcept;
 
-/// MPI_Abort over MPI_COMM_WORLD while MPI runs; returns when it does not.
+/// How long MPI_Abort may wait to be killed with its job before this
+/// process ends itself (exit code 3, blocking_call_watchdog.hpp).
+inline constexpr std::chrono::seconds kAbortGrace{3};
+
+/// MPI_Abort over MPI_COMM_WORLD while MPI runs; returns when MPI does not
+/// run. Ends this process after kAbortGrace if MPI_Abort does not.
 void abort_running_mpi(int exit_code) noexcept;
 
 }  // namespace accelerate::detail

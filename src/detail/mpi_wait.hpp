@@ -9,6 +9,8 @@
 #include <chrono>
 #include <string_view>
 
+#include "detail/blocking_call_watchdog.hpp"
+
 namespace accelerate::detail {
 
 /// How a thread waits for MPI: MPI progresses non-blocking collectives only
@@ -37,10 +39,12 @@ class PollBackoff {
 /// both backends, DeadlineComm): tests `done()` in PollBackoff's rhythm
 /// until it is true (returns true) or `deadline` passes (returns false).
 /// Once the wait has lasted a second, `while_waiting_long()` runs between
-/// tests (e.g. answering another rank's arrival query).
+/// tests (e.g. answering another rank's arrival query). A blocking-call
+/// watchdog around the wait lets it end and report first (DeadlineWaitMark).
 template <class Done, class WhileWaitingLong>
 bool poll_until(std::chrono::steady_clock::time_point deadline, Done&& done, WhileWaitingLong&& while_waiting_long,
                 unsigned spins = PollBackoff::kSpins) {
+  const DeadlineWaitMark mark(deadline);
   PollBackoff backoff(spins);
   while (!done()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;

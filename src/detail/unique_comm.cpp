@@ -33,6 +33,11 @@ bool is_abandoned(MPI_Comm comm) noexcept {
   return std::find(comms.begin(), comms.end(), comm) != comms.end();
 }
 
+bool any_abandoned() noexcept {
+  const std::lock_guard lock(abandoned_mutex);
+  return !abandoned_comms().empty();
+}
+
 int CommTraits::free(MPI_Comm& comm) { return MPI_Comm_free(&comm); }
 
 int DatatypeTraits::free(MPI_Datatype& type) { return MPI_Type_free(&type); }

@@ -21,6 +21,9 @@ namespace accelerate::detail {
 /// Records that `comm` has a collective that will never complete here.
 void abandon(MPI_Comm comm) noexcept;
 [[nodiscard]] bool is_abandoned(MPI_Comm comm) noexcept;
+/// Whether this process gave up on any collective: a peer is known to be
+/// missing, so no collective exit (MPI_Finalize) may wait for it.
+[[nodiscard]] bool any_abandoned() noexcept;
 
 /// How each kind of handle is freed. The traits are the template parameter,
 /// not the handle type: MPICH's MPI_Comm and MPI_Datatype are both `int`.

@@ -30,9 +30,21 @@ checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const s
                                                const LoadCheckpointOptions& options) {
   // The model's tensors under their first names (a tied weight once), and where they are.
   std::map<std::string, at::Tensor> expected;
+  // Every name a tensor is registered under -> its first name: a file may
+  // hold a tied weight under any of its names (save_model keeps the first,
+  // safetensors' own save_model the alphabetically first, older files all),
+  // and loading one of them fills the tensor behind every name.
+  std::map<std::string, std::string> first_name_of;
   for (const auto kind : {modeling::TensorKind::Parameters, modeling::TensorKind::Buffers}) {
-    for (const auto& [name, tensor] : modeling::named_tensors(model, kind, /*unique=*/true))
+    std::map<const c10::TensorImpl*, std::string> first;
+    for (const auto& [name, tensor] : modeling::named_tensors(model, kind, /*unique=*/true)) {
       expected.emplace(name, tensor);
+      first.emplace(tensor.unsafeGetTensorImpl(), name);
+    }
+    for (const auto& [name, tensor] : modeling::named_tensors(model, kind, /*unique=*/false)) {
+      if (const auto found = first.find(tensor.unsafeGetTensorImpl()); found != first.end())
+        first_name_of.emplace(name, found->second);
+    }
   }
   if (options.device_map) {
     check_device_map(model, *options.device_map);
@@ -47,11 +59,14 @@ checkpoint::KeyReport load_checkpoint_in_model(torch::nn::Module& model, const s
   checkpoint::KeyReport report;
   std::set<std::string> loaded;
   OffloadIndex offloaded;
-  checkpoint::for_each_model_tensor(checkpoint, [&](const std::string& name, const at::Tensor& tensor) {
-    if (expected.count(name) == 0) {
-      report.unexpected.push_back(name);
+  checkpoint::for_each_model_tensor(checkpoint, [&](const std::string& file_name, const at::Tensor& tensor) {
+    const auto known = first_name_of.find(file_name);
+    if (known == first_name_of.end()) {
+      report.unexpected.push_back(file_name);
       return;
     }
+    const std::string& name = known->second;
+    if (loaded.count(name) != 0) return;  // another name of a tensor loaded already
     at::Tensor value = tensor;
     if (options.dtype && (value.is_floating_point() || value.is_complex())) value = value.to(*options.dtype);
     const std::string device = options.device_map ? device_of(*options.device_map, name) : std::string();

@@ -2,12 +2,14 @@
 
 #include <array>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/host.hpp"
 #include "detail/arrival_board.hpp"
+#include "detail/blocking_call_watchdog.hpp"
 #include "detail/deadline_comm.hpp"
 #include "detail/mpi_check.hpp"
 #include "detail/mpi_runtime.hpp"
@@ -40,8 +42,32 @@ void free_comm(MPI_Comm& comm) noexcept {
   comm = MPI_COMM_NULL;
 }
 
+// The error prefix before MPI can say which rank this is: the launcher's
+// word, or the host alone.
+std::string launcher_position(const LauncherInfo& launcher, const std::string& host) {
+  if (launcher.rank && launcher.size) {
+    return "[rank " + std::to_string(*launcher.rank) + "/" + std::to_string(*launcher.size) + " on " + host + "]";
+  }
+  return "[" + host + "]";
+}
+
+// MPI_Finalize waits for every rank in Open MPI and MPICH alike: a peer that
+// is stopped or hangs would hold this process forever. Under the watchdog, it
+// ends the process after the job's timeout instead.
+void finalize_within(std::chrono::seconds timeout) noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) return;
+  try {
+    const detail::BlockingCallWatchdog watchdog("MPI_Finalize (the collective exit every rank must reach)", timeout);
+    MPI_Finalize();
+  } catch (...) {
+    MPI_Finalize();  // arming failed (no memory for the watchdog): finalise unwatched rather than leak MPI
+  }
+}
+
 // Initialises MPI or adopts the running one; returns whether State owns it.
-bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
+bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided, std::chrono::seconds timeout) {
   int initialized = 0;
   int finalized = 0;
   MPI_Initialized(&initialized);
@@ -77,7 +103,7 @@ bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided) {
                             "ACCELERATE_MPI_THREAD_LEVEL if the program only calls MPI from one thread.")
               : std::string(". The program initialised MPI itself at a lower level; call "
                             "MPI_Init_thread with at least that level, or let State initialise MPI."));
-    if (owns) MPI_Finalize();
+    if (owns) finalize_within(timeout);
     throw ConfigError(message);
   }
   return owns;
@@ -105,7 +131,7 @@ std::string_view to_string(ThreadLevel level) {
   return "unknown";
 }
 
-State::State(StateOptions options) : host_(hostname()) {
+State::State(StateOptions options) : uncaught_at_start_(std::uncaught_exceptions()), host_(hostname()) {
   // Explicit option > environment > default, setting by setting.
   const EnvConfig env = EnvConfig::from_environment();
   const bool cpu = options.cpu.value_or(env.use_cpu.value_or(false));
@@ -126,7 +152,12 @@ State::State(StateOptions options) : host_(hostname()) {
   // Read the launcher's variables before MPI_Init: some MPI libraries add
   // their own on initialisation, and a GPU is best chosen before MPI starts.
   launcher_ = detect_launcher();
-  owns_mpi_ = init_or_adopt_mpi(thread_required_, thread_provided_);
+  // MPI_Init (a fence over all ranks in Open MPI) and the communicators of
+  // the layout are blocking collectives with no deadline of their own: a
+  // rank that never starts, or is stopped, would hold every other one here.
+  const detail::BlockingCallWatchdog start_up("MPI start-up (MPI_Init_thread, then the communicators of the layout)",
+                                              timeout_, launcher_position(launcher_, host_));
+  owns_mpi_ = init_or_adopt_mpi(thread_required_, thread_provided_, timeout_);
   try {
     int world_rank = 0;
     int world_size = 0;
@@ -137,14 +168,23 @@ State::State(StateOptions options) : host_(hostname()) {
     discover_layout(options.comm, emulated_ranks_per_node_);
     choose_device(cpu);
   } catch (...) {
-    release();
+    release(/*finalize=*/true);  // the ranks agreed on the failure, or its own MPI error ended this rank alone
     throw;
   }
 }
 
-State::~State() { release(); }
+State::~State() {
+  // On an error path (an exception destroys State) or after a collective
+  // timed out (a peer is known to be missing), MPI is left running: the
+  // collective exit would wait for ranks that may never come. The program's
+  // handler aborts the job (accelerate::abort_all, as jobs/train does); a
+  // process that just returns ends without finalising, which the launcher
+  // reports and answers by ending the job.
+  const bool unwinding = std::uncaught_exceptions() > uncaught_at_start_;
+  release(!unwinding && !detail::any_abandoned());
+}
 
-void State::release() noexcept {
+void State::release(bool finalize) noexcept {
   // Boards (they detach from their communicators), communicators, then MPI
   // itself, and only if State started it.
   for (auto& board : boards_) board.reset();
@@ -152,9 +192,7 @@ void State::release() noexcept {
   free_comm(node_);
   free_comm(world_);
   if (owns_mpi_) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized == 0) MPI_Finalize();
+    if (finalize) finalize_within(timeout_);
     owns_mpi_ = false;
   }
 }

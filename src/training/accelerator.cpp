@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -21,7 +22,9 @@
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
+#include "detail/job_step.hpp"
 #include "detail/profile_range.hpp"
+#include "training/distinct_parameters.hpp"
 #include "training/meta_tensor_check.hpp"
 
 namespace accelerate {
@@ -207,6 +210,18 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
 }
 
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimizer& optimizer) {
+  if (zero_stage_ != ZeroStage::Parameters) {
+    // A tied weight is listed under each of its names by parameters(): an
+    // optimizer built over that list would step it once per name.
+    const std::size_t removed = training_detail::deduplicate_param_groups(optimizer, "Accelerator::prepare");
+    if (removed > 0 && is_main_process()) {
+      Logger(*state_, "accelerate")
+          .info("Accelerator::prepare: the optimizer listed " + std::to_string(removed) +
+                " tensor(s) more than once (tied weights, which parameters() lists under each name); each is now "
+                "listed once, so that every step updates it once. Build the optimizer over distinct tensors to "
+                "silence this.");
+    }
+  }
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_.get(),
                                                          [this](const AcceleratedOptimizer& stepped) {
                                                            count_optimizer_step(stepped);
@@ -231,7 +246,7 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
 }
 
 void Accelerator::count_optimizer_step(const AcceleratedOptimizer& optimizer) {
-  if (!optimizers_.empty() && optimizers_.front().get() == &optimizer) ++step_;
+  if (!optimizers_.empty() && optimizers_.front().get() == &optimizer) detail::note_training_step(++step_);
 }
 
 std::shared_ptr<AcceleratedScheduler> Accelerator::prepare(torch::optim::LRScheduler& scheduler) {
@@ -341,7 +356,8 @@ std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>
     return sharded->clip_grad_norm_(max_norm, norm_type);
   }
   unscale_gradients();
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  // A tied weight's gradient counts once in the norm, as the optimizer steps it once.
+  return torch::nn::utils::clip_grad_norm_(training_detail::distinct_tensors(parameters), max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
@@ -357,7 +373,7 @@ void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, do
     return;
   }
   unscale_gradients();
-  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+  torch::nn::utils::clip_grad_value_(training_detail::distinct_tensors(parameters), clip_value);
 }
 
 AutocastScope Accelerator::autocast() const { return autocast(options_.autocast_kwargs); }
@@ -450,6 +466,7 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
       },
       [this](const std::map<std::string, std::int64_t>& saved) {
         step_ = saved.at("step");
+        detail::note_training_step(step_);
         gradient_state_.set_micro_step(saved.at("micro_step"));
       }};
   return refs;
@@ -497,9 +514,19 @@ void Accelerator::save_model(const DistributedModel& model, const std::filesyste
   std::string problem;
   if (is_main_process()) {
     try {
+      // A tensor registered under several names (tied weights) is written once,
+      // under the name met first walking the module (the name PyTorch's
+      // named_parameters() gives it, and the one transformers keeps for a
+      // head tied to the embedding before it); load_checkpoint_in_model fills
+      // every name of it again.
       std::vector<std::pair<std::string, at::Tensor>> tensors;
-      for (const auto& item : model.module()->named_parameters(true)) tensors.emplace_back(item.key(), item.value());
-      for (const auto& item : model.module()->named_buffers(true)) tensors.emplace_back(item.key(), item.value());
+      std::set<const c10::TensorImpl*> written;
+      const auto add = [&](const std::string& name, const at::Tensor& tensor) {
+        if (!tensor.defined() || written.insert(tensor.unsafeGetTensorImpl()).second)
+          tensors.emplace_back(name, tensor);
+      };
+      for (const auto& item : model.module()->named_parameters(true)) add(item.key(), item.value());
+      for (const auto& item : model.module()->named_buffers(true)) add(item.key(), item.value());
       checkpoint::save_model(tensors, directory,
                              {.max_shard_size = max_shard_size, .safe_serialization = safe_serialization});
     } catch (const std::exception& error) {

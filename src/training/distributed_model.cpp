@@ -4,12 +4,14 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include <set>
 #include <sstream>
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/format.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
+#include "training/distinct_parameters.hpp"
 #include "training/gradient_reducer.hpp"
 #include "training/meta_tensor_check.hpp"
 
@@ -135,8 +137,12 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   }
   std::vector<std::string> names;
   std::vector<at::Tensor> parameters;
+  std::set<const c10::TensorImpl*> listed;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     if (!item.value().requires_grad()) continue;
+    // A tied weight (one tensor under several names) has one slot, under the
+    // name met first: two slots would reduce its gradient twice.
+    if (!listed.insert(item.value().unsafeGetTensorImpl()).second) continue;
     names.push_back(item.key());
     parameters.push_back(item.value());
   }
@@ -190,11 +196,11 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   //    FullyShardedModel below broadcasts them as it cuts its shards).
   if (!options.shard_parameters) {
     at::NoGradGuard no_grad;
-    for (auto& p : module_->parameters(/*recurse=*/true)) {
+    for (auto& p : training_detail::distinct_tensors(module_->parameters(/*recurse=*/true))) {
       at::Tensor alias = p.detach();
       group_.broadcast(alias, accelerate::BroadcastOptions{});
     }
-    for (auto& b : module_->buffers(/*recurse=*/true)) {
+    for (auto& b : training_detail::distinct_tensors(module_->buffers(/*recurse=*/true))) {
       at::Tensor alias = b.detach();
       group_.broadcast(alias, accelerate::BroadcastOptions{});
     }

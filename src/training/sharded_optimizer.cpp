@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "accelerate/comm/work.hpp"
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
+#include "training/distinct_parameters.hpp"
 #include "training/gradient_ready_hook.hpp"
 #include "training/meta_tensor_check.hpp"
 #include "training/replica_groups.hpp"
@@ -90,12 +90,7 @@ struct ShardedOptimizer::FlatGroup {
   std::vector<std::int64_t> offsets;  // flat offset of each parameter; back() = total
   std::vector<Bucket> buckets;
   std::vector<std::vector<std::size_t>> buckets_of;  // per parameter, the buckets it has elements in
-  // A tensor listed twice (tied weights: LibTorch's parameters() lists it under
-  // each name) has a range per listing; the tensor views the first one, and a
-  // gradient fills them all.
-  std::vector<std::size_t> first_of;               // per parameter, the index of its tensor's first listing
-  std::vector<std::vector<std::size_t>> listings;  // per first listing, every listing of its tensor
-  std::vector<bool> taken;                         // per parameter: its gradient is in the buckets this step
+  std::vector<bool> taken;                           // per parameter: its gradient is in the buckets this step
   // The parameters' storage: the flat space, padded at the end to whole
   // slices. Every parameter's data is a view of it, so this rank's slice of a
   // bucket is a range of it that the optimizer steps in place.
@@ -153,6 +148,9 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     training_detail::require_matching_replicas(group, *options.replicas,
                                                [](const std::string& reason) { sharding_error(reason); });
   }
+  // A tied weight (LibTorch's parameters() lists it under each of its names)
+  // is listed once: one range of the flat space, stepped and clipped once.
+  training_detail::deduplicate_param_groups(optimizer, "ShardedOptimizer");
   std::vector<std::pair<std::string, at::Tensor>> stepped;
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     const auto& params = optimizer.param_groups()[g].params();
@@ -162,7 +160,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
   }
   training_detail::refuse_meta_tensors(stepped, {&group, replicas}, "ShardedOptimizer",
                                        "building and sharding its optimizer");
-  std::map<const c10::TensorImpl*, std::size_t> group_of;  // a tensor may be in one param group only
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     auto& param_group = optimizer.param_groups()[g];
     FlatGroup flat;
@@ -177,21 +174,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
         sharding_error("param group " + std::to_string(g) +
                        " mixes dtypes or devices; one flat shard per group needs one of each. Split the group.");
       }
-      const auto [known, added] = group_of.emplace(p.unsafeGetTensorImpl(), g);
-      if (!added && known->second != g) {
-        sharding_error("a parameter of param group " + std::to_string(g) + " is also in param group " +
-                       std::to_string(known->second) + "; a parameter can be in one param group only.");
-      }
-      std::size_t first = flat.parameters.size();
-      for (std::size_t q = 0; q < flat.parameters.size(); ++q) {
-        if (flat.parameters[q].unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) {
-          first = q;
-          break;
-        }
-      }
-      flat.first_of.push_back(first);
-      flat.listings.emplace_back();
-      flat.listings[first].push_back(flat.parameters.size());
       flat.parameters.push_back(p);
       flat.offsets.push_back(flat.offsets.back() + p.numel());
     }
@@ -199,7 +181,6 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     // Rank 0's values everywhere, as DistributedModel does: in stage 2 the
     // module is not wrapped, and the shards must start from one model.
     for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
-      if (flat.first_of[p] != p) continue;
       at::Tensor values = flat.parameters[p].detach();
       group.broadcast(values);
       if (replicas != nullptr) replicas->broadcast(values);  // the first copy's rank 0 everywhere
@@ -243,8 +224,8 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& optimizer, ProcessGr
     // empty parameters has no bucket and an empty buffer.
     const std::int64_t padded = flat.buckets.empty() ? 0 : flat.buckets.back().begin + flat.buckets.back().slice * size;
     flat.buffer = at::empty({padded}, flat.parameters.front().options());
-    flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();    // padding
-    for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);  // first listings only
+    flat.buffer.narrow(0, flat.total(), flat.buffer.numel() - flat.total()).zero_();  // padding
+    for (std::size_t p = 0; p < flat.parameters.size(); ++p) alias_parameter(flat, p);
     for (const auto& bucket : flat.buckets) {
       flat.slices.push_back(alias_of(flat.buffer, bucket.begin + group.rank() * bucket.slice, {bucket.slice}));
     }
@@ -275,7 +256,7 @@ void ShardedOptimizer::register_hooks() {
       // A parameter without an accumulator (frozen, or not a leaf) never
       // gets a gradient in backward; step() takes whatever it holds.
       auto accumulator = torch::autograd::impl::grad_accumulator(groups_[g].parameters[p]);
-      if (!accumulator || groups_[g].first_of[p] != p) continue;  // one hook per tensor
+      if (!accumulator) continue;
       hooks_->keys.push_back(
           accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, g, p] { on_gradient_ready(g, p); })));
       hooks_->accumulators.push_back(std::move(accumulator));
@@ -319,11 +300,10 @@ void ShardedOptimizer::on_gradient_ready(std::size_t g, std::size_t p) {
   }
 }
 
-void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t listing) {
-  const std::size_t first = flat.first_of[listing];
-  at::Tensor& parameter = flat.parameters[first];
+void ShardedOptimizer::take_gradient(FlatGroup& flat, std::size_t p) {
+  at::Tensor& parameter = flat.parameters[p];
   const at::Tensor grad = parameter.grad().defined() ? parameter.grad().reshape({-1}) : at::Tensor();
-  for (const std::size_t p : flat.listings[first]) copy_gradient(flat, p, grad);
+  copy_gradient(flat, p, grad);
   // The bucket holds it now: the whole gradient goes.
   parameter.mutable_grad() = at::Tensor();
 }
@@ -475,11 +455,8 @@ void ShardedOptimizer::abandon_reduction() noexcept {
 }
 
 void ShardedOptimizer::alias_parameter(FlatGroup& flat, std::size_t p) {
-  if (flat.first_of[p] != p) return;  // aliased with its tensor's first listing
   at::Tensor& parameter = flat.parameters[p];
-  const at::Tensor values = parameter.detach().reshape({-1});
-  for (const std::size_t listing : flat.listings[p])
-    flat.buffer.narrow(0, flat.offsets[listing], parameter.numel()).copy_(values);
+  flat.buffer.narrow(0, flat.offsets[p], parameter.numel()).copy_(parameter.detach().reshape({-1}));
   parameter.set_data(alias_of(flat.buffer, flat.offsets[p], parameter.sizes()));
 }
 
@@ -490,7 +467,6 @@ void ShardedOptimizer::keep_parameters_aliased(FlatGroup& flat) {
   const auto* base = static_cast<const char*>(flat.buffer.data_ptr());
   for (std::size_t p = 0; p < flat.parameters.size(); ++p) {
     const at::Tensor& parameter = flat.parameters[p];
-    if (flat.first_of[p] != p) continue;
     if (parameter.numel() != flat.offsets[p + 1] - flat.offsets[p]) {
       sharding_error("parameter " + std::to_string(p) + " changed size after sharding (now " +
                      std::to_string(parameter.numel()) + " elements, was " +

@@ -5,6 +5,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accelerated_scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator_options.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/distinct_parameters.cpp
   ${CMAKE_CURRENT_LIST_DIR}/find_executable_batch_size.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_data_parallel_plugin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_model.cpp

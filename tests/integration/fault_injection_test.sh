@@ -67,7 +67,7 @@ victim=$((nprocs - 1))
 # TimeoutError (the victim never arrived at the next collective).
 names_victim="process rank $victim with PID [0-9]* .*exited on signal 9|srun: error: .*: task $victim: Killed"
 names_victim+="|never arrived: $victim\b"
-watchdog_report="did not return within 3000 ms. It is a collective call inside another library"
+watchdog_report="did not return within 3000 ms[^.]*\. It is a blocking collective call"
 
 for operation in all_reduce broadcast_object dispatcher_scatter checkpoint_write checkpoint_load; do
   dir=$work/$operation
@@ -91,7 +91,7 @@ for operation in all_reduce broadcast_object dispatcher_scatter checkpoint_write
     # A survivor itself must have ended the job: with our TimeoutError naming
     # the rank, or with the watchdog's report when the kill caught every rank
     # inside one of HDF5's collectives (where no rank can be named).
-    grep -qE "never arrived: $victim\b" <<<"$out" || grep -qF "$watchdog_report" <<<"$out" ||
+    grep -qE "never arrived: $victim\b" <<<"$out" || grep -qE "$watchdog_report" <<<"$out" ||
       fail "$operation: no survivor reported the dead rank $victim"
   else
     grep -qE "$named" <<<"$out" || fail "$operation: no message names the dead rank $victim"

@@ -42,4 +42,8 @@ if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(accelerator_sharding_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_sharding_test.cpp
                           NPROCS 1 2 4 TIMEOUT 120 LABELS training checkpoint gpu)
+  # Tied weights (a head sharing the embedding's weight) stepped, clipped, saved and loaded once, against a
+  # plain single-process loop over the distinct parameters.
+  accelerate_add_mpi_test(tied_weights_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tied_weights_test.cpp
+                          NPROCS 1 2 TIMEOUT 120 LABELS training checkpoint)
 endif()

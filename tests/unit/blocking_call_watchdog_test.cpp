@@ -1,6 +1,8 @@
 // BlockingCallWatchdog: a call blocked past its limit ends the process with
 // exit code 3 and a report naming the call; a call that returns in time
-// disarms it. Each case runs in a death-test child process.
+// disarms it; a deadline wait of our own inside the watched call ends first
+// (it names the missing ranks), but not forever; the report carries the
+// training step. Each case runs in a death-test child process.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <thread>
 
 #include "detail/blocking_call_watchdog.hpp"
+#include "detail/job_step.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
 // translation unit (cmake/AccelerateAddTest.cmake).
@@ -16,7 +19,9 @@ namespace ACCELERATE_TEST_FILE_ID {
 namespace {
 
 using accelerate::detail::BlockingCallWatchdog;
+using accelerate::detail::DeadlineWaitMark;
 using accelerate::detail::kBlockedCallExitCode;
+using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 TEST(BlockingCallWatchdog, EndsTheProcessWhenTheCallOverrunsItsLimit) {
@@ -52,6 +57,47 @@ TEST(BlockingCallWatchdog, TheEarliestDeadlineFiresFirstAmongNestedCalls) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(kBlockedCallExitCode), "inner call did not return within 200 ms");
+}
+
+TEST(BlockingCallWatchdog, ARunningDeadlineWaitEndsBeforeIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const BlockingCallWatchdog watchdog("checkpoint: write_replicated of 'x.h5:/w'", 200ms);
+        {
+          // The wait's own deadline is later than the watchdog's: the wait
+          // must be allowed to end (and report) by itself.
+          const DeadlineWaitMark waiting(Clock::now() + 1s);
+          std::this_thread::sleep_for(1500ms);
+        }
+        std::exit(0);  // the wait "threw": the watched scope unwinds and disarms
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(BlockingCallWatchdog, AnOverrunDeadlineWaitDoesNotHoldItForever) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const BlockingCallWatchdog watchdog("stuck call", 200ms);
+        const DeadlineWaitMark waiting(Clock::now() + 100ms);
+        std::this_thread::sleep_for(30s);  // past the wait's deadline and its grace
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kBlockedCallExitCode), "stuck call did not return within 200 ms");
+}
+
+TEST(BlockingCallWatchdog, TheReportNamesTheTrainingStep) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        accelerate::detail::note_training_step(41);
+        const BlockingCallWatchdog watchdog("MPI_Finalize", 200ms, "[rank 0/2 on node7]");
+        std::this_thread::sleep_for(20s);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kBlockedCallExitCode),
+      "\\[rank 0/2 on node7\\] MPI_Finalize did not return within 200 ms at training step 41");
 }
 
 }  // namespace

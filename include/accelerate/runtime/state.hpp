@@ -11,7 +11,12 @@
 //
 // Teardown is explicit and ordered: the derived communicators are freed
 // (unless a timed-out collective abandoned them), then MPI is finalised if
-// State initialised it. Nothing is left to atexit.
+// State initialised it. Nothing is left to atexit. Every moment that waits
+// on the other ranks has a deadline (the timeout): MPI_Init and the layout
+// discovery, and MPI_Finalize, run under the blocking-call watchdog; and a
+// State destroyed by an exception, or after a collective timed out, does not
+// finalise at all (a finalise waits for peers that may be gone: the program
+// aborts the job instead, accelerate::abort_all).
 // State is neither copyable nor movable; hold one for the program's life
 // (Accelerator does) or pass it by reference.
 #pragma once
@@ -134,10 +139,14 @@ class State {
   void agree_on_launcher(MPI_Comm comm, int world_rank, int world_size);
   void discover_layout(MPI_Comm comm, int emulated_ranks_per_node);
   void choose_device(bool force_cpu);
-  void release() noexcept;
+  /// Frees the communicators; finalises MPI if State owns it and `finalize`.
+  void release(bool finalize) noexcept;
   void barrier(MPI_Comm comm, const std::string& what) const;
 
   bool owns_mpi_ = false;
+  // Exceptions in flight when State was built: more at its destruction means
+  // it is destroyed by one (an error path, which must not finalise).
+  int uncaught_at_start_ = 0;
   ThreadLevel thread_provided_ = ThreadLevel::Single;
   MPI_Comm world_ = MPI_COMM_NULL;
   MPI_Comm node_ = MPI_COMM_NULL;

@@ -153,7 +153,7 @@ class ShardedOptimizer {
   // Stage 2's reduction, bucket by bucket (in backward or in step()).
   void register_hooks();
   void on_gradient_ready(std::size_t g, std::size_t p);
-  void take_gradient(FlatGroup& flat, std::size_t listing);
+  void take_gradient(FlatGroup& flat, std::size_t p);
   void copy_gradient(FlatGroup& flat, std::size_t p, const at::Tensor& grad);
   void launch_remaining(bool in_backward);
   void end_of_backward();

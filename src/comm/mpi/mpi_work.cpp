@@ -6,7 +6,9 @@
 
 #include "accelerate/error.hpp"
 #include "detail/arrival_board.hpp"
+#include "detail/job_step.hpp"
 #include "detail/mpi_check.hpp"
+#include "detail/mpi_runtime.hpp"
 #include "detail/mpi_wait.hpp"
 #include "detail/unique_comm.hpp"
 
@@ -105,14 +107,15 @@ void raise_collective_timeout(const std::string& description, const std::string&
   std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
   const std::string message =
       where() + " collective timeout: " + description + " on group '" + group + "' (collective #" +
-      std::to_string(sequence) + ") did not complete after " + elapsed + " s. Ranks that never arrived: " + missing +
+      std::to_string(sequence) + ") did not complete after " + elapsed + " s" + at_training_step() +
+      ". Ranks that never arrived: " + missing +
       ". They crashed, hang, or took a different code path; their own output names the cause. Raise the limit with "
       "InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work between collectives is legitimately slow.";
   abandon(comm);
   if (policy.abort_job) {
     std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    abort_running_mpi(3);
   }
   throw TimeoutError(message);
 }

@@ -25,7 +25,9 @@
 #include "comm/nccl/nccl_work.hpp"
 #include "comm/tensor_checks.hpp"
 #include "detail/cuda_check.hpp"
+#include "detail/job_step.hpp"
 #include "detail/mpi_check.hpp"
+#include "detail/mpi_runtime.hpp"
 #include "detail/mpi_wait.hpp"
 #include "detail/nccl_check.hpp"
 
@@ -304,8 +306,8 @@ void NcclWork::wait() {
 void NcclWork::report_timeout(std::chrono::steady_clock::duration waited) {
   const std::string message =
       where() + " NCCL collective timeout: " + description_ + " on group '" + resources_->group +
-      "' did not complete after " + seconds_text(waited) +
-      " s. A rank never reached it (it crashed, hangs, or took a different code path; its own output names the "
+      "' did not complete after " + seconds_text(waited) + " s" + at_training_step() +
+      ". A rank never reached it (it crashed, hangs, or took a different code path; its own output names the "
       "cause), or this GPU is stuck in earlier work. The NCCL communicator has been aborted (ncclCommAbort), so "
       "the group can no longer carry CUDA tensors. Raise the limit with InitProcessGroupKwargs::timeout or "
       "ACCELERATE_TIMEOUT if the work between collectives is legitimately slow.";
@@ -314,7 +316,7 @@ void NcclWork::report_timeout(std::chrono::steady_clock::duration waited) {
     std::fprintf(stderr, "%s Aborting the job.\n", message.c_str());
     std::fflush(stderr);
     resources_->comm.abort("timeout of " + description_);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    abort_running_mpi(3);
   }
   resources_->comm.abort("timeout of " + description_);
   fail(std::make_exception_ptr(TimeoutError(message)));
