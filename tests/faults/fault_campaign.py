@@ -9,6 +9,9 @@ can), waits a random delay, stops or kills a random rank, and then requires:
   * every other rank has exited within ACCELERATE_TIMEOUT + margin of the
     fault (a survivor still alive then is a hang: the point fails, with the
     survivor's stack where gdb is at hand);
+  * some survivor reported the fault (a timeout naming the rank, the
+    watchdog's report of a blocked call, or the abort), never a crash of
+    its own;
   * the newest committed checkpoint verifies (accelerate-hpc inspect checks
     its manifest and every checksum).
 
@@ -103,7 +106,8 @@ class Campaign:
         limit = ["--max-steps", str(max_steps)] if max_steps is not None else []
         result = subprocess.run(self.launch + self.train_command(project, False) + limit, env=self.env,
                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
+        # --enable-recovery makes mpirun exit 0 whatever its ranks did: the job's own last line decides.
+        if result.returncode != 0 or "train: done" not in result.stdout:
             sys.exit(f"fault_campaign: the clean run failed (exit {result.returncode}):\n"
                      f"{result.stdout}{result.stderr}")
         return time.monotonic() - start
@@ -164,6 +168,14 @@ class Campaign:
         log.seek(0)
         output = log.read()
         log.close()
+        # The survivors must have said why they left (or finished the job, when the fault came
+        # during the victim's own exit); a crash of theirs is a failure.
+        if failure is None and faulted and not any(
+                report in output
+                for report in ("never arrived", "did not return within", "aborting the job", "train: done")):
+            failure = "the survivors ended without a report of the fault (a crash of their own?)"
+        if failure is None and not faulted and "train: done" not in output:
+            failure = "the job ended before the fault, but not by finishing"
         newest = newest_checkpoint(project)
         if failure is None and newest is not None:
             check = subprocess.run([args.inspect, "inspect", newest], capture_output=True, text=True, timeout=120,
