@@ -6,10 +6,11 @@
 // with no data moved. run.sh runs all three, plus PyTorch's Python DDP
 // (ddp_peer.py), and reports.
 //
-//   bench_train --workload W1|W2 --mode ours|ceiling|synced_ceiling [--steps N] [--warmup N]
+//   bench_train --workload W1|W2|GPT --mode ours|ceiling|synced_ceiling [--steps N] [--warmup N]
 //               [--batch 64] [--bucket-cap-mb 25] [--first-bucket-mb 1]
 //               [--bucket-view 0|1] [--progress 0|1]
 //               [--comm-hook no|fp16|bf16|power_sgd|batched_power_sgd] [--power-sgd-rank 1]
+//               [--mixed-precision no|bf16]
 #include <CLI/CLI.hpp>
 
 #include <limits>
@@ -17,6 +18,7 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <accelerate/amp/autocast.hpp>
 #include <accelerate/comm/process_group.hpp>
 #include <accelerate/runtime/state.hpp>
 #include <accelerate/training/distributed_model.hpp>
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -37,7 +40,7 @@ struct Args {
   std::string workload = "W1";
   std::string mode = "ours";
   int steps = 0;  // 0: per-workload default
-  int warmup = 10;
+  int warmup = -1;  // -1: per-workload default
   int64_t batch = 64;
   // The library's defaults, so that the benchmark measures what prepare() gives.
   double bucket_cap_mb = accelerate::DistributedDataParallelKwargs{}.bucket_cap_mb;
@@ -46,6 +49,7 @@ struct Args {
   bool progress = accelerate::DistributedModelOptions{}.progress_in_hooks;
   std::string comm_hook = "no";
   int power_sgd_rank = 1;
+  std::string mixed_precision = "no";
 };
 
 accelerate::DDPCommunicationHookType hook_named(const std::string& name) {
@@ -61,13 +65,16 @@ Args parse(int argc, char** argv) {
   Args a;
   CLI::App app("Data-parallel training throughput: DistributedModel against the no-communication ceiling.",
                "bench_train");
-  app.add_option("--workload", a.workload, "W1 (MLP) or W2 (CNN)")
+  app.add_option("--workload", a.workload, "W1 (MLP), W2 (CNN) or GPT (jobs/gpt's transformer, AdamW)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"W1", "W2"}));
+      ->check(CLI::IsMember({"W1", "W2", "GPT"}));
+  app.add_option("--mixed-precision", a.mixed_precision, "no, or bf16 (forward and loss under CPU autocast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"no", "bf16"}));
   app.add_option("--mode", a.mode, "ours, ceiling, or synced_ceiling (a barrier after each step)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ours", "ceiling", "synced_ceiling"}));
-  app.add_option("--steps", a.steps, "timed steps (0: 200 for W1, 30 for W2)")->capture_default_str();
+  app.add_option("--steps", a.steps, "timed steps (0: 200 for W1, 30 for W2, 10 for GPT)")->capture_default_str();
   app.add_option("--warmup", a.warmup, "untimed steps first")->capture_default_str();
   app.add_option("--batch", a.batch, "samples per rank")
       ->capture_default_str()
@@ -87,7 +94,8 @@ Args parse(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     std::exit(app.exit(error) == 0 ? 0 : 2);
   }
-  if (a.steps == 0) a.steps = a.workload == "W1" ? 200 : 30;
+  if (a.steps == 0) a.steps = a.workload == "W1" ? 200 : a.workload == "W2" ? 30 : 10;
+  if (a.warmup < 0) a.warmup = a.workload == "GPT" ? 2 : 10;
   return a;
 }
 
@@ -131,15 +139,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool barrier_per_step = args.mode == "synced_ceiling";
-  torch::optim::SGD optimizer(w.model->parameters(), 0.01);
+  const std::unique_ptr<torch::optim::Optimizer> optimizer = w.make_optimizer();
+  const bool bf16 = args.mixed_precision == "bf16";
 
   auto step = [&](int i) {
     const auto k = static_cast<std::size_t>(i) % w.inputs.size();
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     if (model) model->prepare_forward();
-    auto loss = torch::nn::functional::cross_entropy(w.forward(w.inputs[k]), w.targets[k]);
+    torch::Tensor loss;
+    {
+      std::optional<accelerate::AutocastGuard> autocast;
+      if (bf16) autocast.emplace(c10::DeviceType::CPU, c10::ScalarType::BFloat16);
+      loss = w.loss(w.forward(w.inputs[k]), w.targets[k]);
+    }
     loss.backward();
-    optimizer.step();
+    optimizer->step();
     if (barrier_per_step) MPI_Barrier(state.world_comm());
     return loss;
   };
@@ -156,7 +170,8 @@ int main(int argc, char** argv) {
     const double samples = static_cast<double>(args.steps) * static_cast<double>(args.batch) * ranks;
     std::ostringstream out;
     out.precision(6);
-    out << "{\"impl\":\"" << args.mode << "\",\"workload\":\"" << args.workload << "\",\"ranks\":" << ranks
+    out << "{\"impl\":\"" << args.mode << "\",\"workload\":\"" << args.workload << (bf16 ? "-bf16" : "")
+        << "\",\"ranks\":" << ranks
         << ",\"batch_per_rank\":" << args.batch << ",\"steps\":" << args.steps << ",\"seconds\":" << elapsed
         << ",\"samples_per_s\":" << samples / elapsed << ",\"step_ms\":" << 1e3 * elapsed / args.steps
         << ",\"final_loss\":" << last.item<double>() << ",\"threads\":" << at::get_num_threads() << ",\"blas\":\""

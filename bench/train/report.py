@@ -28,7 +28,8 @@ def main(runs_path, json_path, md_path):
             base = by.get((workload, impl + "_ceiling")) or ceiling
             pairs = zip(by.get((workload, impl), []), base)
             return [r["samples_per_s"] / c["samples_per_s"] for r, c in pairs]
-        for impl in ("ceiling", "synced_ceiling", "ours", "python_ddp", "python_ddp_ceiling", "python2_ddp", "python2_ddp_ceiling"):
+        for impl in ("ceiling", "synced_ceiling", "ours", "python_ddp", "python_ddp_ceiling", "python2_ddp",
+                     "python2_ddp_ceiling", "hf_accelerate"):
             rs = by.get((workload, impl))
             if not rs:
                 continue
@@ -53,6 +54,15 @@ def main(runs_path, json_path, md_path):
                            ddp["samples_per_s"], ours["samples_per_s"] >= ddp["samples_per_s"]))
             checks.append((f"{workload}: our ratio to ceiling >= Python DDP 1.13's", ours["ratio_to_ceiling"],
                            ddp["ratio_to_ceiling"], ours["ratio_to_ceiling"] >= ddp["ratio_to_ceiling"]))
+        # The transformer targets: 1.15 x every Python peer's samples/s, per round.
+        if workload.startswith("GPT") and "ours" in get:
+            for peer, label in (("python_ddp", "PyTorch DDP"), ("hf_accelerate", "Hugging Face Accelerate"),
+                                ("python2_ddp", "PyTorch 2.x DDP")):
+                if peer not in get:
+                    continue
+                pairs = zip(by[(workload, "ours")], by[(workload, peer)])
+                ratio = statistics.median(o["samples_per_s"] / p["samples_per_s"] for o, p in pairs)
+                checks.append((f"{workload}: ours / {label} (samples/s)", ratio, 1.15, ratio >= 1.15))
         if "ours" in get and "python2_ddp" in get:
             ours, ddp2 = get["ours"], get["python2_ddp"]
             checks.append((f"{workload}: our ratio to ceiling > PyTorch 2.x DDP's to its own",

@@ -12,7 +12,12 @@
 # Environment:
 #   BUILD_DIR   build tree holding bench/train/bench_train (default <repo>/build)
 #   ROUNDS      repetitions (default 3)
-#   WORKLOADS   default "W1 W2"
+#   WORKLOADS   default "W1 W2"; "GPT" is jobs/gpt's transformer with AdamW
+#   BATCH       samples per rank on every side (default 64; 8 is the GPT's usual)
+#   MIXED_PRECISION  no (default) or bf16: every side's forward and loss under CPU autocast
+#   PYTHON_ACCELERATE  interpreter with Hugging Face Accelerate over Debian's PyTorch, for the
+#               "hf_accelerate" side (default: the venv tests/python_venv.sh makes for the
+#               tests, hf-accelerate; "none" skips it)
 #   MPIEXEC     launcher (default mpirun)
 #   PYTHON      interpreter with Debian's python3-torch (default /usr/bin/python3);
 #               when torch is missing and we are root, python3-torch is installed
@@ -40,6 +45,12 @@ python2=${PYTHON2:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/torch-venv-cud
 if [[ $python2 == none || ! -x $python2 ]] || ! "$python2" -c 'import torch.distributed' 2>/dev/null; then
   python2=
 fi
+python_accelerate=${PYTHON_ACCELERATE:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerate-hpc/hf-accelerate-venv/bin/python}
+if [[ $python_accelerate == none || ! -x $python_accelerate ]] || ! "$python_accelerate" -c 'import accelerate' 2>/dev/null; then
+  python_accelerate=
+fi
+mixed_precision=${MIXED_PRECISION:-no}
+batch=${BATCH:-64}
 limit=${TIME_LIMIT:-300}
 rounds=${ROUNDS:-3}
 np=${NP:-2}
@@ -80,12 +91,19 @@ if [[ -n $python2 ]]; then
 else
   echo "Python DDP peer (2.x): none (set PYTHON2, or make the venv once with ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh)"
 fi
+if [[ -n $python_accelerate ]]; then
+  echo "Hugging Face Accelerate peer: $("$python_accelerate" -c 'import torch, accelerate; print("Accelerate", accelerate.__version__, "on PyTorch", torch.__version__)')"
+else
+  echo "Hugging Face Accelerate peer: none (set PYTHON_ACCELERATE)"
+fi
+echo "mixed precision: $mixed_precision, ranks: $np, batch per rank: $batch"
 echo
 
 run_ours() {  # workload mode [args…]
   local workload=$1 mode=$2
   shift 2
-  timeout "$limit" "$mpiexec" -np "$np" "${launcher_flags[@]}" "$exe" --workload "$workload" --mode "$mode" "$@" |
+  timeout "$limit" "$mpiexec" -np "$np" "${launcher_flags[@]}" "$exe" --workload "$workload" --mode "$mode" \
+    --mixed-precision "$mixed_precision" --batch "$batch" "$@" |
     grep '^{' >>"$runs"
 }
 
@@ -95,7 +113,8 @@ run_ddp() {  # interpreter name workload [--ceiling]
   local port=$((29500 + RANDOM % 1000)) pids=() status=0
   for ((rank = 0; rank < np; ++rank)); do
     PYTHONWARNINGS=ignore RANK=$rank WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      timeout "$limit" "$interpreter" "$here/ddp_peer.py" --workload "$workload" --name "$name" "$@" \
+      timeout "$limit" "$interpreter" "$here/ddp_peer.py" --workload "$workload" --name "$name" \
+      --mixed-precision "$mixed_precision" --batch "$batch" "$@" \
       >"$outdir/.ddp_$rank.out" &
     pids+=($!)
   done
@@ -116,11 +135,13 @@ side() {  # side workload [our options…]
     ddp_ceiling) run_ddp "$python" python_ddp "$workload" --ceiling ;;
     ddp2) run_ddp "$python2" python2_ddp "$workload" ;;
     ddp2_ceiling) run_ddp "$python2" python2_ddp "$workload" --ceiling ;;
+    hf_accelerate) run_ddp "$python_accelerate" hf_accelerate "$workload" --accelerate ;;
   esac
 }
 
 sides=(ceiling synced_ceiling ours ddp ddp_ceiling)
 [[ -n $python2 ]] && sides+=(ddp2 ddp2_ceiling)
+[[ -n $python_accelerate ]] && sides+=(hf_accelerate)
 status=0
 for round in $(seq 1 "$rounds"); do
   for workload in ${WORKLOADS:-W1 W2}; do
