@@ -78,11 +78,13 @@ class Watchdog {
       }
       // A deadline wait inside the watched section ends by itself and names
       // the missing ranks: let it, unless it too has overrun.
+      // The extension is kept in the entry: the wait's own report (asking the
+      // other ranks where they are) runs after the wait has ended.
       const std::int64_t wait_ticks = running_wait_deadline.load(std::memory_order_acquire);
       if (wait_ticks != 0) {
         const Clock::time_point wait_end = Clock::time_point(Clock::duration(wait_ticks)) + kDeadlineWaitGrace;
         if (Clock::now() < wait_end) {
-          changed_.wait_until(lock, wait_end);
+          first->second.deadline = wait_end;
           continue;
         }
       }

@@ -8,6 +8,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/format.hpp"
 #include "detail/mpi_runtime.hpp"
+#include "runtime/error_report.hpp"
 
 namespace accelerate {
 
@@ -70,11 +71,16 @@ void check_split_lengths(const std::vector<std::pair<std::string_view, std::size
 }  // namespace detail
 
 void abort_all(std::string_view message, int exit_code) noexcept {
-  try {
-    // One write: the line must not interleave with other output of this or other ranks.
-    const std::string line = detail::where() + " aborting the job: " + std::string(message) + "\n";
-    std::cerr << line << std::flush;
-  } catch (...) {
+  // The ranks that raise the same error print it once, through rank 0
+  // (runtime/error_report.hpp); a rank whose report rank 0 did not take in
+  // time prints its own, as does every rank without MPI or a State.
+  if (!detail::report_error_once(message)) {
+    try {
+      // One write: the line must not interleave with other output of this or other ranks.
+      const std::string line = detail::where() + " aborting the job: " + std::string(message) + "\n";
+      std::cerr << line << std::flush;
+    } catch (...) {
+    }
   }
   detail::abort_running_mpi(exit_code);
   std::_Exit(exit_code);

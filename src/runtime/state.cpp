@@ -15,6 +15,7 @@
 #include "detail/mpi_runtime.hpp"
 #include "detail/unique_comm.hpp"
 #include "runtime/device_probe.hpp"
+#include "runtime/error_report.hpp"
 
 namespace accelerate {
 namespace {
@@ -166,6 +167,8 @@ State::State(StateOptions options) : uncaught_at_start_(std::uncaught_exceptions
     (void)detail::world_position();  // cached now, on the main thread, for error messages from any thread
     agree_on_launcher(options.comm, world_rank, world_size);
     discover_layout(options.comm, emulated_ranks_per_node_);
+    // A communicator for abort_all's reports alone (runtime/error_report.hpp).
+    detail::open_error_report(this, world_);
     choose_device(cpu);
   } catch (...) {
     release(/*finalize=*/true);  // the ranks agreed on the failure, or its own MPI error ended this rank alone
@@ -188,6 +191,13 @@ void State::release(bool finalize) noexcept {
   // Boards (they detach from their communicators), communicators, then MPI
   // itself, and only if State started it.
   for (auto& board : boards_) board.reset();
+  // On an error path abort_all still needs the error-report communicator
+  // after this State is gone (main's handler runs after the unwinding).
+  if (finalize) {
+    detail::close_error_report(this);
+  } else {
+    detail::keep_error_report(this);
+  }
   free_comm(cross_node_);
   free_comm(node_);
   free_comm(world_);

@@ -25,6 +25,7 @@
 #include "detail/job_step.hpp"
 #include "detail/profile_range.hpp"
 #include "training/distinct_parameters.hpp"
+#include "training/gradient_use_check.hpp"
 #include "training/meta_tensor_check.hpp"
 
 namespace accelerate {
@@ -191,6 +192,7 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   // Before the move to the device, which cannot copy out of a meta tensor.
   training_detail::refuse_meta_tensors(training_detail::named_module_tensors(*module), {world_.get()},
                                        "Accelerator::prepare", "preparing the model");
+  clear_stale_gradients(*module);
   if (options_.device_placement) module->to(device());
   DistributedModelOptions model_options;
   model_options.autocast_dtype = autocast_dtype_of(settings_.mixed_precision);
@@ -205,8 +207,34 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   model_options.shard_group = shard_group_.get();  // HYBRID_SHARD: the node; else the world
   model_options.shard_replicas = replica_group_.get();
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
+  model->require_accelerator_backward(backward_pass_);
   models_.push_back(model);
   return model;
+}
+
+void Accelerator::clear_stale_gradients(torch::nn::Module& module) {
+  // A gradient already on a parameter comes from a backward before prepare()
+  // (or from an earlier training of the module): never averaged over the
+  // ranks, it would be added into the first step's. Cleared here, and said
+  // on the rank that had it; a local decision, no collective.
+  std::size_t stale = 0;
+  std::string first;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    at::Tensor& grad = item.value().mutable_grad();
+    if (!grad.defined()) continue;  // (a tied weight's second name finds it cleared)
+    if (stale++ == 0) first = item.key();
+    grad = at::Tensor();
+  }
+  if (stale == 0) return;
+  Logger(*state_, "accelerate")
+      .warning(accelerate::format(
+                   "Accelerator::prepare: {} parameter(s) of the model, first '{}', already held a gradient: a "
+                   "backward ran on the module before prepare() (or it was trained before). That gradient was never "
+                   "averaged over the processes and would have been added into the first step's; it is cleared. Run "
+                   "backward only through what prepare() returns, or clear the gradients yourself before prepare() "
+                   "(zero_grad with set_to_none).",
+                   stale, first),
+               LogOptions{.main_process_only = false});
 }
 
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimizer& optimizer) {
@@ -226,6 +254,9 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                                                          [this](const AcceleratedOptimizer& stepped) {
                                                            count_optimizer_step(stepped);
                                                          });
+  // Debug mode: a step whose gradients came from no accelerator.backward()
+  // (through any model, prepared or not) is refused.
+  prepared->require_accelerator_backward(settings_.debug_mode);
   if (zero_stage_ == ZeroStage::Parameters) {
     // Stage 3: the model holds the shards; the optimizer is re-pointed at them.
     fully_sharded_model_for("prepare")->shard_optimizer(optimizer);
@@ -236,6 +267,11 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
                         .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb,
                         .sync_in_backward =
                             [this] {
+                              // Asked in every gradient hook of the shards' parameters.
+                              if (backward_pass_->load(std::memory_order_acquire) == 0) {
+                                training_detail::gradient_outside_accelerator_backward(
+                                    LifetimeWatch{}, "a parameter of the sharded (SHARD_GRAD_OP) optimizer");
+                              }
                               return std::all_of(models_.begin(), models_.end(),
                                                  [](const auto& model) { return model->require_backward_grad_sync(); });
                             },
@@ -298,6 +334,12 @@ Accelerator::AccumulateScope Accelerator::accumulate_models(const std::vector<Di
 void Accelerator::backward(const at::Tensor& loss) {
   at::Tensor scaled = gradient_state_.num_steps() > 1 ? loss / gradient_state_.num_steps() : loss;
   if (scaler_ && scaler_->is_enabled()) scaled = scaler_->scale(scaled);
+  // The prepared models' hooks accept gradients while the pass number is set.
+  struct PassScope {
+    std::atomic<std::uint64_t>& pass;
+    ~PassScope() { pass.store(0, std::memory_order_release); }
+  } in_pass{*backward_pass_};
+  in_pass.pass.store(gradient_state_.note_backward(), std::memory_order_release);
   scaled.backward();
 }
 

@@ -13,12 +13,14 @@
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "training/distinct_parameters.hpp"
 #include "training/gradient_reducer.hpp"
+#include "training/gradient_use_check.hpp"
 #include "training/meta_tensor_check.hpp"
 
 namespace accelerate {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+const std::string kShardedParameters = "a parameter of the sharded (FULL_SHARD) model";
 
 std::string describe(const std::string& name, const at::Tensor& t) {
   std::ostringstream out;
@@ -218,7 +220,14 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
     fully_sharded_ =
         std::make_unique<FullyShardedModel>(torch::nn::Sequential(std::move(sequential)),
                                             options.shard_group != nullptr ? *options.shard_group : group_,
-                                            FullShardOptions{.sync_in_backward = [this] { return local_sync_; },
+                                            FullShardOptions{.sync_in_backward =
+                                                                 [this] {
+                                                                   // Asked once per unit as its gradients are complete, in backward.
+                                                                   if (use_check_)
+                                                                     use_check_->on_gradient(group_watch_,
+                                                                                             kShardedParameters);
+                                                                   return local_sync_;
+                                                                 },
                                                              .replicas = options.shard_replicas});
   }
   if (!options.reduce_gradients || options.shard_parameters) {
@@ -262,7 +271,35 @@ void DistributedModel::prepare_forward() {
     }
     if (any && reducer_) reducer_->note_buffer_broadcast();
   }
-  if (reducer_ && at::GradMode::is_enabled()) reducer_->arm();
+  if (at::GradMode::is_enabled()) {
+    if (reducer_) reducer_->arm();
+    if (use_check_) use_check_->note_forward();
+  }
+}
+
+void DistributedModel::require_accelerator_backward(std::shared_ptr<const std::atomic<std::uint64_t>> pass) {
+  // What a forward around the prepared model loses, named in the message.
+  std::vector<std::string> skipped;
+  if (autocast_dtype_) {
+    skipped.push_back(
+        accelerate::format("autocast to {} (the matrix products ran in fp32, and the loss was not computed on fp32 "
+                           "outputs)",
+                           c10::toString(*autocast_dtype_)));
+  }
+  if (kwargs_.broadcast_buffers && !module_->buffers(/*recurse=*/true).empty()) {
+    skipped.emplace_back("the broadcast of rank 0's buffers");
+  }
+  if (reducer_) {
+    skipped.emplace_back(
+        "arming the gradient reducer (a rank whose backward reaches no parameter then leaves the others waiting)");
+  }
+  if (fully_sharded_) skipped.emplace_back("gathering the sharded parameters");
+  std::string text;
+  for (std::size_t k = 0; k < skipped.size(); ++k) {
+    text += (k == 0 ? "" : k + 1 == skipped.size() ? " and " : ", ") + skipped[k];
+  }
+  use_check_ = std::make_unique<training_detail::GradientUseCheck>(std::move(pass), std::move(text));
+  if (reducer_) reducer_->set_use_check(use_check_.get());
 }
 
 void DistributedModel::synchronize_gradients() {
@@ -297,4 +334,35 @@ void DistributedModel::reset_counters() {
   if (reducer_) reducer_->reset_counters();
 }
 
+namespace training_detail {
+
+void gradient_outside_accelerator_backward(const LifetimeWatch& watch, const std::string& what) {
+  watch.check("DistributedModel (gradient all-reduce in backward)");
+  throw ConfigError(accelerate::format(
+      "{} Accelerator: a gradient reached {} of a prepared model outside accelerator.backward() (a loss.backward(), "
+      "or torch::autograd::backward, on a loss of the prepared model). That backward skips what "
+      "accelerator.backward(loss) does: the division of the loss by gradient_accumulation_steps and the fp16 loss "
+      "scale, so the step would apply gradients of the wrong size. Call accelerator.backward(loss) instead.",
+      detail::where(), what));
+}
+
+void GradientUseCheck::first_gradient_of_pass(const LifetimeWatch& watch, const std::string& parameter,
+                                              std::uint64_t pass) {
+  // A reducer names the parameter; the sharded model's units pass a phrase.
+  const std::string what = parameter.find(' ') == std::string::npos ? "parameter '" + parameter + "'" : parameter;
+  if (pass == 0) gradient_outside_accelerator_backward(watch, what);
+  if (forwards_ == forwards_at_pass_) {
+    throw ConfigError(accelerate::format(
+        "{} Accelerator: accelerator.backward() reached {} of a prepared model, but no forward went "
+        "through the prepared model since its previous backward: the module's own forward was called (net->forward(x) "
+        "on the module given to prepare()), which skips {}. Call model(x) on what prepare() returned (or "
+        "model->prepare_forward() right before the module's forward, under accelerator.autocast() with mixed "
+        "precision).",
+        detail::where(), what, bypass_skips_.empty() ? std::string("the wrapper's work") : bypass_skips_));
+  }
+  forwards_at_pass_ = forwards_;
+  seen_pass_ = pass;
+}
+
+}  // namespace training_detail
 }  // namespace accelerate

@@ -14,6 +14,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_bucket_plan.hpp"
+#include "training/gradient_use_check.hpp"
 
 namespace accelerate::detail {
 namespace {
@@ -193,6 +194,8 @@ void GradientReducer::end_local_backward() {
 }
 
 void GradientReducer::on_gradient_ready(std::size_t index) {
+  // Before anything is counted or posted: a misused pass leaves the reducer clean.
+  if (use_check_ != nullptr) use_check_->on_gradient(group_watch_, names_[index]);
   std::unique_lock lock(mutex_);
   Slot& slot = slots_[index];
   slot.used_local = true;

@@ -33,6 +33,9 @@
 namespace accelerate {
 class ProcessGroup;
 }
+namespace accelerate::training_detail {
+class GradientUseCheck;
+}
 
 namespace accelerate::detail {
 
@@ -61,6 +64,10 @@ class GradientReducer {
   void arm();
   /// Completes the pending synchronising step (no-op when none is pending).
   void finalize();
+
+  /// The Accelerator's misuse checks, run first in every hook (owned by the
+  /// DistributedModel, which outlives this reducer); nullptr: none.
+  void set_use_check(training_detail::GradientUseCheck* check) noexcept { use_check_ = check; }
 
   /// Called by the accumulator hook of parameter `index`.
   void on_gradient_ready(std::size_t index);
@@ -115,6 +122,7 @@ class GradientReducer {
   struct Hooks;  // the gradient accumulators (kept alive) and our hooks on them
   std::unique_ptr<Hooks> hooks_;
   std::unique_ptr<PowerSgdCompressor> compressor_;  // with PowerSGD on more than one rank
+  training_detail::GradientUseCheck* use_check_ = nullptr;
 
   mutable std::mutex mutex_;
   bool sync_enabled_ = true;

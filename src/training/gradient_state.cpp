@@ -19,6 +19,7 @@ GradientState::GradientState(GradientAccumulationPlugin plugin) : plugin_(plugin
 GradientState::~GradientState() = default;
 
 void GradientState::begin_micro_step() {
+  ++micro_steps_begun_;
   if (plugin_.sync_with_dataloader && end_of_dataloader()) {
     micro_step_ = 0;
     sync_gradients_ = true;

@@ -20,6 +20,7 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/distinct_parameters.hpp"
+#include "training/flat_alias.hpp"
 #include "training/gradient_ready_hook.hpp"
 #include "training/meta_tensor_check.hpp"
 #include "training/replica_groups.hpp"
@@ -60,16 +61,7 @@ struct ShardedOptimizer::Hooks {
   std::thread::id owner = std::this_thread::get_id();
 };
 
-// A tensor over `base`'s storage from `offset`, contiguous with `sizes`, that
-// autograd does not track as a view of `base`: it can be a parameter's data,
-// an optimizer's parameter or a .grad that optimizers detach_() in place.
-at::Tensor alias_of(const at::Tensor& base, std::int64_t offset, at::IntArrayRef sizes) {
-  std::vector<std::int64_t> strides(sizes.size(), 1);
-  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
-  at::Tensor alias = at::empty({0}, base.options());
-  alias.set_(base.storage(), base.storage_offset() + offset, sizes, strides);
-  return alias;
-}
+using training_detail::alias_of;
 
 // One param group's flat space and this rank's shard of it.
 struct ShardedOptimizer::FlatGroup {

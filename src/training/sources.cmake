@@ -1,5 +1,6 @@
 # Sources of the training module (include()d from src/CMakeLists.txt).
 include(${CMAKE_CURRENT_LIST_DIR}/distributed_model.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/fused_optimizers.cmake)
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accelerated_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerated_scheduler.cpp

@@ -10,9 +10,11 @@
 //                   error unwinds through State (which used to finalise) into
 //                   a handler that returns instead of aborting
 //   hdf5-barrier    the victim stops inside the first MPI_Barrier that HDF5
-//                   makes while a checkpoint is written (its metadata-cache
-//                   sync point): the others wait inside HDF5, where no
-//                   deadline of ours runs
+//                   makes while a checkpoint of 1000 small tensors is written
+//                   (its metadata-cache sync point, here reached from
+//                   H5Dcreate, or at the latest H5Fflush): the others wait
+//                   inside HDF5, where no deadline of ours runs. The call
+//                   chain is printed.
 //
 // usage: freeze_job <moment> <victim rank> <work dir>
 // The victim's freeze moment goes to <work dir>/frozen_at (Unix ms).
@@ -21,6 +23,7 @@
 #include <accelerate/checkpoint/checkpoint_writer.hpp>
 #endif
 
+#include <execinfo.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -75,7 +78,7 @@ int run(const std::string& moment, int victim) {
     ck::CheckpointWriter writer({.comm = state.world_comm(), .file = work_dir / "state.h5", .timeout = state.timeout()},
                                 {});
     if (is_victim) freeze_in_barrier = true;
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < 1000; ++i) {
       writer.write_replicated("tensor_" + std::to_string(i), torch::full({64}, static_cast<float>(i)));
     }
     writer.close();
@@ -93,7 +96,13 @@ int run(const std::string& moment, int victim) {
 // The victim stops inside HDF5's own barrier (this definition takes the
 // place of the MPI library's for every caller; ENABLE_EXPORTS).
 extern "C" int MPI_Barrier(MPI_Comm comm) {
-  if (freeze_in_barrier.exchange(false)) freeze_now();
+  if (freeze_in_barrier.exchange(false)) {
+    // Which HDF5 call reached the barrier, for the log.
+    void* frames[12];
+    const int depth = backtrace(frames, 12);
+    backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+    freeze_now();
+  }
   return PMPI_Barrier(comm);
 }
 

@@ -9,7 +9,7 @@ set -euo pipefail
 moment=$1 nprocs=$2 program=$3 mpiexec=$4
 shift 4
 timeout_s=4
-margin_s=8  # reporting (the arrival query: up to 2 s) and MPI_Abort's grace (3 s) on 2 busy cores
+margin_s=10  # the arrival query (up to 2 s), the one report per error (up to 2 s), MPI_Abort's grace (3 s), teardown
 work=$(mktemp -d "${TMPDIR:-/tmp}/accelerate-freeze.XXXXXX")
 job=
 cleanup() {

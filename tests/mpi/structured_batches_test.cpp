@@ -50,7 +50,8 @@ class MapDataset {
   explicit MapDataset(std::size_t n, std::int64_t odd = -1) : n_(n), odd_(odd) {}
   TensorMap get(std::size_t index) const {
     const auto i = static_cast<float>(index);
-    torch::Tensor image = static_cast<std::int64_t>(index) == odd_ ? torch::tensor({i, i, i}) : torch::tensor({i, i + 0.5F});
+    torch::Tensor image =
+        static_cast<std::int64_t>(index) == odd_ ? torch::tensor({i, i, i}) : torch::tensor({i, i + 0.5F});
     return {{"image", image}, {"label", torch::tensor(static_cast<std::int64_t>(index))}};
   }
   [[nodiscard]] std::optional<std::size_t> size() const { return n_; }
@@ -235,8 +236,7 @@ TEST(StructuredBatches, MismatchedSamplesNameTheSampleAndTheField) {
     FAIL() << "maps with different keys were collated";
   } catch (const accelerate::ConfigError& error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("sample 1 of the batch has keys 'b', but sample 0 has keys 'a'"),
-              std::string::npos)
+    EXPECT_NE(message.find("sample 1 of the batch has keys 'b', but sample 0 has keys 'a'"), std::string::npos)
         << message;
   }
 
@@ -309,9 +309,11 @@ TEST(StructuredBatches, PreparedThroughTheAccelerator) {
   }
   EXPECT_EQ(k, expected_ids.size());
 
-  // The dispatcher scatters Example<> batches only.
+  // The dispatcher scatters batches of tensors (maps of them too), not a
+  // collate function's own type.
   accelerate::DataLoaderConfiguration dispatch{.dispatch_batches = true};
-  EXPECT_THROW((void)accelerate::prepare_data_loader(MapDataset(4), state, {}, dispatch), accelerate::ConfigError);
+  EXPECT_THROW((void)accelerate::prepare_data_loader(ExampleDataset(4), state, {}, dispatch, &collect_ids),
+               accelerate::ConfigError);
 }
 
 TEST(StructuredBatches, ASamplerDecidesTheOrderOfEveryEpoch) {
@@ -341,18 +343,20 @@ TEST(StructuredBatches, ASamplerDecidesTheOrderOfEveryEpoch) {
   // An index outside the dataset (epoch 0 is read when the loader is
   // built), and an epoch of another length.
   try {
-    DataLoaderShard outside(ExampleDataset(4), state,
-                            {.sampler = [](std::int64_t, std::uint64_t) { return Indices{0, 4}; }});
+    DataLoaderShard outside(ExampleDataset(4), state, {.sampler = [](std::int64_t, std::uint64_t) {
+                              return Indices{0, 4};
+                            }});
     FAIL() << "an index past the dataset was accepted";
   } catch (const accelerate::ConfigError& error) {
-    EXPECT_NE(std::string(error.what()).find("sampler (epoch 0): returned the index 4 at position 1, but the dataset "
-                                             "has 4 samples"),
+    EXPECT_NE(std::string(error.what())
+                  .find("sampler (epoch 0): returned the index 4 at position 1, but the dataset "
+                        "has 4 samples"),
               std::string::npos)
         << error.what();
   }
   DataLoaderShard shrinking(ExampleDataset(4), state, {.sampler = [](std::int64_t epoch, std::uint64_t) {
-                                                         return epoch == 0 ? Indices{0, 1, 2} : Indices{0, 1};
-                                                       }});
+                              return epoch == 0 ? Indices{0, 1, 2} : Indices{0, 1};
+                            }});
   for (const auto& batch : shrinking) (void)batch;
   EXPECT_THROW((void)shrinking.begin(), accelerate::ConfigError);
 
@@ -369,8 +373,7 @@ TEST(StructuredBatches, ABatchSamplerDecidesTheBatches) {
   DataLoaderShard loader(ExampleDataset(10), state,
                          {.batch_sampler = [&](std::int64_t, std::uint64_t) { return uniform; }});
   const std::vector<Indices> expected =
-      BatchSamplerShard::from_batches(uniform, 3, false, {.num_processes = processes, .process_index = rank})
-          .batches();
+      BatchSamplerShard::from_batches(uniform, 3, false, {.num_processes = processes, .process_index = rank}).batches();
   std::vector<Indices> got;
   for (const auto& batch : loader) got.push_back(values_of(batch.target));
   EXPECT_EQ(got, expected);
@@ -403,7 +406,8 @@ TEST(StructuredBatches, ABatchSamplerDecidesTheBatches) {
   // Varying batches with even_batches, and a batch sampler with a batch size.
   EXPECT_THROW(DataLoaderShard(ExampleDataset(10), state, {.batch_sampler = sampler}), accelerate::ConfigError);
   EXPECT_THROW(DataLoaderShard(ExampleDataset(10), state,
-                               {.batch_size = 4, .batch_sampler = [&](std::int64_t, std::uint64_t) { return uniform; }}),
+                               {.batch_size = 4,
+                                .batch_sampler = [&](std::int64_t, std::uint64_t) { return uniform; }}),
                accelerate::ConfigError);
   // The dispatcher takes neither.
   EXPECT_THROW(accelerate::DataLoaderDispatcher(ExampleDataset(10), state, {.batch_sampler = sampler}),

@@ -2,6 +2,9 @@
 include(${CMAKE_CURRENT_LIST_DIR}/distributed_model.cmake)
 accelerate_add_mpi_test(accelerator_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_test.cpp
                         NPROCS 1 2 4 TIMEOUT 240 LABELS training gpu)
+# Training-loop misuse (docs/troubleshooting.md): each check refuses its misuse on the step it happens.
+accelerate_add_mpi_test(accelerator_misuse_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_misuse_test.cpp
+                        NPROCS 1 2 TIMEOUT 120 LABELS training gpu)
 accelerate_add_mpi_test(accelerator_lifetime_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_lifetime_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training gpu)
 if(ACCELERATE_HAVE_HDF5)
@@ -47,3 +50,7 @@ if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(tied_weights_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tied_weights_test.cpp
                           NPROCS 1 2 TIMEOUT 120 LABELS training checkpoint)
 endif()
+# The fused optimizers through Accelerator::prepare against torch::optim's, NO_SHARD and SHARD_GRAD_OP; resumed.
+accelerate_add_mpi_test(fused_optimizers_prepare_test
+                        SOURCES ${CMAKE_CURRENT_LIST_DIR}/fused_optimizers_prepare_test.cpp
+                        NPROCS 1 2 TIMEOUT 120 LABELS training checkpoint)

@@ -7,3 +7,6 @@ accelerate_add_unit_test(iterable_dataset_shard_test
 # The default collate's stacking, against torch::stack.
 accelerate_add_unit_test(default_collate_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/default_collate_test.cpp LABELS data)
+# The padding collate of token batches.
+accelerate_add_unit_test(padding_collate_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/padding_collate_test.cpp LABELS data)

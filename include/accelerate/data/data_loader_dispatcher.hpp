@@ -7,6 +7,12 @@
 //       {.batch_size = 32}, {.dispatch_batches = true});
 //   for (const torch::data::Example<>& batch : loader) { ... }
 //
+// The main process collates each global batch (DefaultCollate, or the
+// loader's collate function, e.g. PaddingCollate for token sequences, which
+// then pads to the longest sample of the global batch) and cuts every tensor
+// of it alike along dimension 0: Example<>, tensors, string-keyed maps and
+// dicts of tensors, IValue nests of tensors (ScatterableBatch).
+//
 // The global batch holds total_batch_size() samples: batch_size on each of
 // the processes (or batch_size in all, with split_batches), in the order of
 // the sampler (map-style) or of the stream. A short last global batch is
@@ -22,11 +28,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,10 +55,45 @@
 
 namespace accelerate {
 
+namespace detail {
+template <class Dataset, bool MapStyle = MapStyleDataset<Dataset>>
+struct DispatchedSample {
+  using type = SampleOf<Dataset>;
+};
 template <class Dataset>
-requires ExampleDataset<Dataset> || StreamDataset<Dataset>
-class DataLoaderDispatcher final : public DataLoader {
+struct DispatchedSample<Dataset, false> {
+  using type = StreamSampleOf<Dataset>;
+};
+}  // namespace detail
+
+/// The samples a dispatcher (or a stream loader) reads from `Dataset`: a
+/// map-style dataset's get(i), a stream's get_batch(n) elements.
+template <class Dataset>
+using LoadedSampleOf = typename detail::DispatchedSample<Dataset>::type;
+
+/// The batch a loader of `Dataset` with `Collate` hands out.
+template <class Dataset, class Collate>
+using LoadedBatchOf = std::remove_cvref_t<std::invoke_result_t<const Collate&, std::vector<LoadedSampleOf<Dataset>>>>;
+
+/// A dataset and a collate function a dispatcher can serve: samples the
+/// collate function takes, batches BatchScatter can cut.
+template <class Dataset, class Collate>
+concept DispatchableWith = (MapStyleDataset<Dataset> || StreamDataset<Dataset>)&&std::invocable<
+    const Collate&, std::vector<LoadedSampleOf<Dataset>>>&& ScatterableBatch<LoadedBatchOf<Dataset, Collate>>;
+
+template <class Dataset, class Collate = DefaultCollate>
+requires DispatchableWith<Dataset, Collate>
+class DataLoaderDispatcher final : public BasicDataLoader<LoadedBatchOf<Dataset, Collate>> {
+  using Base = BasicDataLoader<LoadedBatchOf<Dataset, Collate>>;
+  using Sample = LoadedSampleOf<Dataset>;
+  using Base::attach_state;
+  using Base::begin_position;
+  using Base::finish_pass;
+  using Base::hand_out;
+  using Base::position_;
+
  public:
+  using Batch = typename Base::Batch;
   static constexpr bool kMapStyle = MapStyleDataset<Dataset>;
 
   /// Collective over state's world. Every process passes a dataset; only
@@ -59,8 +102,11 @@ class DataLoaderDispatcher final : public DataLoader {
   /// multiple of the world size, bad worker options, a map-style dataset of
   /// unknown size, or more than one worker over a stream.
   DataLoaderDispatcher(Dataset dataset, const State& state, DataLoaderOptions options = {},
-                       DataLoaderConfiguration config = {})
-      : options_(std::move(options)), config_(config), device_(state.device()) {
+                       DataLoaderConfiguration config = {}, Collate collate_fn = {})
+      : options_(std::move(options)),
+        config_(config),
+        device_(state.device()),
+        collate_(std::make_shared<const Collate>(std::move(collate_fn))) {
     constexpr std::string_view component = "DataLoaderDispatcher";
     detail::reject_samplers(component, options_);
     const int processes = state.num_processes();
@@ -125,7 +171,7 @@ class DataLoaderDispatcher final : public DataLoader {
   /// batch has been received, and -1 before.
   [[nodiscard]] std::int64_t remainder() const noexcept override {
     if (options_.drop_last) return -1;
-    if constexpr (kMapStyle) return dataset_size_ % total_batch_size();
+    if constexpr (kMapStyle) return dataset_size_ % this->total_batch_size();
     return stream_remainder_;
   }
   /// Batches of a whole epoch (every process receives the same number).
@@ -174,7 +220,7 @@ class DataLoaderDispatcher final : public DataLoader {
   }
   // Batches in an epoch of a map-style dataset.
   [[nodiscard]] std::int64_t epoch_batches() const noexcept {
-    const std::int64_t g = total_batch_size();
+    const std::int64_t g = this->total_batch_size();
     return options_.drop_last ? dataset_size_ / g : (dataset_size_ + g - 1) / g;
   }
 
@@ -193,20 +239,20 @@ class DataLoaderDispatcher final : public DataLoader {
       order.resize(static_cast<std::size_t>(dataset_size_));
       std::iota(order.begin(), order.end(), std::int64_t{0});
     }
-    const std::int64_t g = total_batch_size();
+    const std::int64_t g = this->total_batch_size();
     const std::int64_t n = dataset_size_;
     auto shared_order = std::make_shared<std::vector<std::int64_t>>(std::move(order));
-    return [this, shared_order, g, n, dataset = dataset_](std::int64_t k) -> std::optional<Global> {
+    return [this, shared_order, g, n, dataset = dataset_, collate = collate_](std::int64_t k) -> std::optional<Global> {
       const std::int64_t first = k * g;
       const std::int64_t real = std::min(g, n - first);
       const std::int64_t rows = real == g ? g : padded_rows(real);
-      std::vector<Batch> examples;
-      examples.reserve(static_cast<std::size_t>(rows));
+      std::vector<Sample> samples;
+      samples.reserve(static_cast<std::size_t>(rows));
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t position = r < real ? first + r : (r - real) % n;
-        examples.emplace_back(dataset->get(static_cast<std::size_t>((*shared_order)[position])));
+        samples.emplace_back(dataset->get(static_cast<std::size_t>((*shared_order)[position])));
       }
-      return Global{detail::stack_examples(examples), real, false};
+      return Global{detail::to_payload(std::invoke(*collate, std::move(samples))), real, false};
     };
   }
 
@@ -214,24 +260,25 @@ class DataLoaderDispatcher final : public DataLoader {
   // in order, so one thread must call it.
   auto stream_loader() {
     struct Progress {
-      std::vector<Batch> first;  // the first global batch, to complete the last
+      std::vector<Sample> first;  // the first global batch, to complete the last
       bool ended = false;
     };
     auto progress = std::make_shared<Progress>();
-    const std::int64_t g = total_batch_size();
+    const std::int64_t g = this->total_batch_size();
     const bool drop_last = options_.drop_last;
-    return [this, progress, g, drop_last, dataset = dataset_](std::int64_t) -> std::optional<Global> {
-      if (progress->ended) return std::nullopt;
-      std::vector<Batch> examples = detail::read_samples(*dataset, static_cast<std::size_t>(g));
-      const auto real = static_cast<std::int64_t>(examples.size());
-      if (real < g) progress->ended = true;
-      if (real == 0 || (real < g && drop_last)) return std::nullopt;
-      if (progress->first.empty()) progress->first = examples;  // shares the tensors, copies no data
-      const std::int64_t rows = real == g ? g : padded_rows(real);
-      const auto cycle = static_cast<std::int64_t>(progress->first.size());
-      for (std::int64_t r = real; r < rows; ++r) examples.push_back(progress->first[(r - real) % cycle]);
-      return Global{detail::stack_examples(examples), real, false};
-    };
+    return
+        [this, progress, g, drop_last, dataset = dataset_, collate = collate_](std::int64_t) -> std::optional<Global> {
+          if (progress->ended) return std::nullopt;
+          std::vector<Sample> examples = detail::read_samples(*dataset, static_cast<std::size_t>(g));
+          const auto real = static_cast<std::int64_t>(examples.size());
+          if (real < g) progress->ended = true;
+          if (real == 0 || (real < g && drop_last)) return std::nullopt;
+          if (progress->first.empty()) progress->first = examples;  // shares the tensors, copies no data
+          const std::int64_t rows = real == g ? g : padded_rows(real);
+          const auto cycle = static_cast<std::int64_t>(progress->first.size());
+          for (std::int64_t r = real; r < rows; ++r) examples.push_back(progress->first[(r - real) % cycle]);
+          return Global{detail::to_payload(std::invoke(*collate, std::move(examples))), real, false};
+        };
   }
 
   // Main process: the next global batch, with `last` set by looking one ahead.
@@ -275,15 +322,17 @@ class DataLoaderDispatcher final : public DataLoader {
       return;
     }
     ++pass.current_index;
-    pass.current.emplace(
-        detail::place_batch(std::move(slice->batch), device_, config_.non_blocking, options_.pin_memory));
+    Batch batch;
+    detail::from_payload(std::move(slice->batch), batch);
+    pass.current.emplace(detail::place_batch(std::move(batch), device_, config_.non_blocking, options_.pin_memory));
     hand_out(pass.current_index, slice->last);
-    if (slice->last && !kMapStyle) stream_remainder_ = slice->real_rows % total_batch_size();
+    if (slice->last && !kMapStyle) stream_remainder_ = slice->real_rows % this->total_batch_size();
   }
 
   DataLoaderOptions options_;
   DataLoaderConfiguration config_;
   torch::Device device_;
+  std::shared_ptr<const Collate> collate_;  // shared with the workers' load function
   int processes_ = 1;
   std::shared_ptr<Dataset> dataset_;  // main process only
   std::int64_t dataset_size_ = -1;
@@ -293,9 +342,9 @@ class DataLoaderDispatcher final : public DataLoader {
   std::unique_ptr<Pass> pass_;  // last: its workers go before the rest
 };
 
-template <class Dataset>
-requires ExampleDataset<Dataset> || StreamDataset<Dataset>
-const typename DataLoaderDispatcher<Dataset>::Batch* DataLoaderDispatcher<Dataset>::start_pass() {
+template <class Dataset, class Collate>
+requires DispatchableWith<Dataset, Collate>
+auto DataLoaderDispatcher<Dataset, Collate>::start_pass() -> const Batch* {
   pass_.reset();
   const std::int64_t start = begin_position();
   auto pass = std::make_unique<Pass>();

@@ -3,15 +3,21 @@
 // (IterableDatasetShard's rule, seeds: IterableDatasetShard), so no data
 // travels between processes. Use it when reading is cheap and local on every
 // node; otherwise the dispatcher (the default for streams) reads once.
+//
+// The samples are collated as a map-style loader's are: DefaultCollate
+// stacks Example<> samples and string-keyed maps, and a collate function
+// (PaddingCollate for token sequences) makes any other batch.
 #pragma once
 
 #include <torch/types.h>
 #include <torch/data/example.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,27 +34,48 @@
 
 namespace accelerate {
 
-template <StreamDataset Dataset>
-class StreamDataLoaderShard final : public DataLoader {
+/// The batch a stream loader of `Dataset` with `Collate` hands out.
+template <StreamDataset Dataset, class Collate>
+using StreamBatchOf = std::remove_cvref_t<std::invoke_result_t<const Collate&, std::vector<StreamSampleOf<Dataset>>>>;
+
+/// A collate function for the samples of the stream `D`.
+template <class Collate, class D>
+concept StreamCollateFor = StreamDataset<D> && std::invocable<const Collate&, std::vector<StreamSampleOf<D>>> &&
+    std::movable<StreamBatchOf<D, Collate>>;
+
+template <StreamDataset Dataset, StreamCollateFor<Dataset> Collate = DefaultCollate>
+class StreamDataLoaderShard final : public BasicDataLoader<StreamBatchOf<Dataset, Collate>> {
+  using Base = BasicDataLoader<StreamBatchOf<Dataset, Collate>>;
+  using Sample = StreamSampleOf<Dataset>;
+  using Base::attach_state;
+  using Base::begin_position;
+  using Base::finish_pass;
+  using Base::hand_out;
+  using Base::position_;
+
  public:
+  using Batch = typename Base::Batch;
+
   /// No communication. Throws ConfigError for a batch size below 1,
   /// split_batches with a batch size that is not a multiple of the world
   /// size, shuffle (a stream has no indices), workers, or dispatch_batches =
   /// true (that is DataLoaderDispatcher).
   StreamDataLoaderShard(Dataset dataset, const State& state, DataLoaderOptions options = {},
-                        DataLoaderConfiguration config = {})
+                        DataLoaderConfiguration config = {}, Collate collate_fn = {})
       : StreamDataLoaderShard(std::move(dataset),
                               DataLoaderPlacement{state.num_processes(), state.process_index(), state.device()},
-                              std::move(options), config, &state) {}
+                              std::move(options), config, std::move(collate_fn), &state) {}
 
   StreamDataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options = {},
-                        DataLoaderConfiguration config = {})
-      : StreamDataLoaderShard(std::move(dataset), placement, std::move(options), config, nullptr) {}
+                        DataLoaderConfiguration config = {}, Collate collate_fn = {})
+      : StreamDataLoaderShard(std::move(dataset), placement, std::move(options), config, std::move(collate_fn),
+                              nullptr) {}
 
  private:
   StreamDataLoaderShard(Dataset dataset, const DataLoaderPlacement& placement, DataLoaderOptions options,
-                        DataLoaderConfiguration config, const State* state)
+                        DataLoaderConfiguration config, Collate collate_fn, const State* state)
       : dataset_(std::make_shared<Dataset>(std::move(dataset))),
+        collate_(std::move(collate_fn)),
         options_(std::move(options)),
         config_(config),
         device_(placement.device),
@@ -77,7 +104,7 @@ class StreamDataLoaderShard final : public DataLoader {
                                std::to_string(options_.num_workers) + ").");
     }
     // Validates the batch size against the world (throws ConfigError).
-    const IterableDatasetShard<torch::data::Example<>> probe([] { return std::optional<Batch>(); }, sharding_);
+    const IterableDatasetShard<Sample> probe([] { return std::optional<Sample>(); }, sharding_);
     position_.global_batch_size = probe.total_batch_size();
     position_.world_size = placement.num_processes;
     position_.dataset_size = -1;
@@ -103,16 +130,16 @@ class StreamDataLoaderShard final : public DataLoader {
   struct Pass {
     // Counts the samples read, for the remainder of the last round.
     std::shared_ptr<std::int64_t> read = std::make_shared<std::int64_t>(0);
-    std::unique_ptr<IterableDatasetShard<Batch>> shard;
+    std::unique_ptr<IterableDatasetShard<Sample>> shard;
     std::optional<Batch> current;
     std::optional<Batch> lookahead;
     std::int64_t index = -1;
   };
 
   std::optional<Batch> read_batch(Pass& pass) {
-    std::optional<std::vector<Batch>> samples = pass.shard->next_batch();
+    std::optional<std::vector<Sample>> samples = pass.shard->next_batch();
     if (!samples) return std::nullopt;
-    return detail::stack_examples(*samples);
+    return std::invoke(collate_, std::move(*samples));
   }
 
   const Batch* start_pass() override {
@@ -122,9 +149,9 @@ class StreamDataLoaderShard final : public DataLoader {
     auto pass = std::make_unique<Pass>();
     auto read = pass->read;
     auto dataset = dataset_;
-    pass->shard = std::make_unique<IterableDatasetShard<Batch>>(
-        [dataset, read]() -> std::optional<Batch> {
-          std::vector<Batch> one = detail::read_samples(*dataset, 1);
+    pass->shard = std::make_unique<IterableDatasetShard<Sample>>(
+        [dataset, read]() -> std::optional<Sample> {
+          std::vector<Sample> one = detail::read_samples(*dataset, 1);
           if (one.empty()) return std::nullopt;
           ++*read;
           return std::move(one.front());
@@ -149,12 +176,13 @@ class StreamDataLoaderShard final : public DataLoader {
     pass.lookahead = read_batch(pass);
     ++pass.index;
     hand_out(pass.index, !pass.lookahead);
-    if (!pass.lookahead) remainder_ = *pass.read % total_batch_size();
+    if (!pass.lookahead) remainder_ = *pass.read % this->total_batch_size();
     pass.current.emplace(detail::place_batch(std::move(batch), device_, config_.non_blocking, options_.pin_memory));
     return &*pass.current;
   }
 
   std::shared_ptr<Dataset> dataset_;
+  Collate collate_;
   DataLoaderOptions options_;
   DataLoaderConfiguration config_;
   torch::Device device_;

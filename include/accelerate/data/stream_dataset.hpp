@@ -7,21 +7,37 @@
 #include <concepts>
 #include <cstddef>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "accelerate/data/collate.hpp"
 
 namespace accelerate {
 
-/// A stream: get_batch(n) returns the next samples, at most n of them, and an
-/// empty vector once the stream is over (LibTorch's
-/// torch::data::datasets::StreamDataset<Self> qualifies). A reset() member,
-/// when present, restarts the stream; the loaders call it at the start of
-/// every pass after the first. A stream is read from one thread at a time.
+namespace detail {
+template <class D>
+using StreamChunk = std::remove_cvref_t<decltype(std::declval<D&>().get_batch(std::size_t{}))>;
+}  // namespace detail
+
+/// A stream: get_batch(n) returns the next samples as a std::vector, at most
+/// n of them, and an empty vector once the stream is over (LibTorch's
+/// torch::data::datasets::StreamDataset<Self> qualifies). The samples are
+/// data/target examples, string-keyed maps of tensors, or anything the
+/// loader's collate function takes; they must be copyable (the first round
+/// completes the last). A reset() member, when present, restarts the stream;
+/// the loaders call it at the start of every pass after the first. A stream
+/// is read from one thread at a time.
 template <class D>
 concept StreamDataset = requires(D& dataset, std::size_t n) {
-  { dataset.get_batch(n) } -> std::convertible_to<std::vector<torch::data::Example<>>>;
+  typename detail::StreamChunk<D>::value_type;
+  requires std::same_as<detail::StreamChunk<D>, std::vector<typename detail::StreamChunk<D>::value_type>>;
+  requires std::copyable<typename detail::StreamChunk<D>::value_type>;
 };
+
+/// The sample type of a stream.
+template <StreamDataset D>
+using StreamSampleOf = typename detail::StreamChunk<D>::value_type;
 
 namespace detail {
 
@@ -33,11 +49,11 @@ void restart_stream(D& dataset) {
 
 /// Reads the next `n` samples, or fewer only when the stream ends.
 template <StreamDataset D>
-std::vector<torch::data::Example<>> read_samples(D& dataset, std::size_t n) {
-  std::vector<torch::data::Example<>> samples;
+std::vector<StreamSampleOf<D>> read_samples(D& dataset, std::size_t n) {
+  std::vector<StreamSampleOf<D>> samples;
   samples.reserve(n);
   while (samples.size() < n) {
-    std::vector<torch::data::Example<>> chunk = dataset.get_batch(n - samples.size());
+    std::vector<StreamSampleOf<D>> chunk = dataset.get_batch(n - samples.size());
     if (chunk.empty()) break;
     if (chunk.size() > n - samples.size()) {
       loader_error("stream dataset", "get_batch(" + std::to_string(n - samples.size()) + ") returned " +

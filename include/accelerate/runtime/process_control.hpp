@@ -140,6 +140,12 @@ std::map<std::string, std::vector<T>> split_between_processes(const State& state
 /// Ends the whole job from any rank: prints `message` with this rank's
 /// identity to stderr, then MPI_Abort on MPI_COMM_WORLD. Use it where one
 /// rank cannot continue and the others would otherwise wait forever.
+/// Ranks that call it with the same message at about the same time (an error
+/// every rank raised) print it once: rank 0 gathers the messages over a
+/// communicator the newest State set up for this, even after that State was
+/// destroyed, and prints each distinct one with the list of ranks that raised
+/// it. A rank whose message rank 0 does not take prints its own. Either way
+/// the abort follows within 2 s (docs/troubleshooting.md).
 [[noreturn]] void abort_all(std::string_view message, int exit_code = 1) noexcept;
 
 namespace detail {

@@ -6,8 +6,15 @@
 // number of accumulation steps. With fp16 the step goes through the
 // GradScaler: skipped when a gradient is inf/NaN (step_was_skipped() then
 // says so) and followed by the scale update.
+//
+// Misuse is refused before anything is stepped (ConfigError, the same on
+// every rank): a real step with gradient_accumulation_steps > 1 and no
+// accumulate() since the last one; with require_accelerator_backward (the
+// Accelerator's debug mode), a real step with no Accelerator::backward()
+// since the last one. docs/troubleshooting.md lists the messages.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -36,7 +43,8 @@ class AcceleratedOptimizer {
 
   /// Steps when gradients were synchronised on this micro-step; otherwise
   /// nothing. With a scaler: unscales (unless unscale_gradients ran), steps
-  /// unless a gradient is inf/NaN, updates the scale.
+  /// unless a gradient is inf/NaN, updates the scale. ConfigError, before
+  /// stepping, when the loop bypassed the Accelerator (see the top of this file).
   void step();
   /// Clears the gradients when gradients were synchronised on this
   /// micro-step (LibTorch's zero_grad: undefined in 2.x, zeroed in 1.13).
@@ -54,6 +62,10 @@ class AcceleratedOptimizer {
   /// not unscale again.
   void mark_unscaled() noexcept { unscaled_ = true; }
   [[nodiscard]] bool unscaled() const noexcept { return unscaled_; }
+  /// For the Accelerator (debug mode): a real step with no
+  /// GradientState::note_backward() since the previous one is a ConfigError
+  /// (its gradients came from a backward outside Accelerator::backward()).
+  void require_accelerator_backward(bool value) noexcept { require_accelerator_backward_ = value; }
 
   /// For the Accelerator: step() and zero_grad() go through `sharded`, which
   /// wraps optimizer() (ZeRO; docs/sharding.md).
@@ -63,6 +75,8 @@ class AcceleratedOptimizer {
   [[nodiscard]] const ShardedOptimizer* sharded() const noexcept { return sharded_.get(); }
 
  private:
+  void check_loop();
+
   torch::optim::Optimizer* optimizer_;
   GradientState* gradient_state_;
   GradScaler* scaler_;
@@ -70,6 +84,10 @@ class AcceleratedOptimizer {
   LifetimeWatch gradient_state_watch_;
   bool step_was_skipped_ = false;
   bool unscaled_ = false;
+  bool require_accelerator_backward_ = false;
+  // GradientState's counters at the last real step (misuse checks).
+  std::uint64_t micro_steps_at_step_ = 0;
+  std::uint64_t backward_calls_at_step_ = 0;
   std::shared_ptr<ShardedOptimizer> sharded_;
 };
 

@@ -25,6 +25,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
@@ -253,6 +254,9 @@ class Accelerator {
   [[nodiscard]] DistributedModel::NoSyncGuard no_sync(DistributedModel& model) { return model.no_sync(); }
 
   /// loss / gradient_accumulation_steps, scaled for fp16, then backward.
+  /// Prepared models refuse gradients from any other backward, and a backward
+  /// through a model whose prepared forward was bypassed (ConfigError; see
+  /// docs/troubleshooting.md, "Training-loop misuse").
   void backward(const at::Tensor& loss);
   /// Divides the gradients by the loss scale (fp16) once per step, for every
   /// prepared optimizer or just `optimizer`. No-op without a scaler.
@@ -403,6 +407,7 @@ class Accelerator {
   struct OnState {};  // tag: the constructor both public ones delegate to
   Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state);
   std::shared_ptr<DistributedModel> prepare_model(std::shared_ptr<torch::nn::Module> module);
+  void clear_stale_gradients(torch::nn::Module& module);
   void register_loader(std::shared_ptr<DataLoaderBase> loader);
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
@@ -435,6 +440,9 @@ class Accelerator {
   std::vector<checkpoint::TensorState> custom_objects_;
   std::int64_t step_ = 0;
   bool trigger_ = false;
+  /// The number of the backward() pass under way, 0 outside one; prepared
+  /// models read it in their gradient hooks (shared: they may outlive this).
+  std::shared_ptr<std::atomic<std::uint64_t>> backward_pass_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 }  // namespace accelerate

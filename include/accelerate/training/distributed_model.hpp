@@ -33,6 +33,7 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -58,6 +59,9 @@ class FullyShardedModel;
 
 namespace detail {
 class GradientReducer;
+}
+namespace training_detail {
+class GradientUseCheck;
 }
 
 /// Tuning of the reducer beyond Accelerate's kwargs (defaults are the
@@ -163,6 +167,13 @@ class DistributedModel {
   /// Call it when running the module's forward yourself.
   void prepare_forward();
 
+  /// For the Accelerator (prepare): from now on a gradient reaching this
+  /// model's parameters outside Accelerator::backward() (while `pass` reads
+  /// 0), or in a backward pass with no forward through forward() or
+  /// prepare_forward() since the model's previous pass, is a ConfigError,
+  /// thrown from the first gradient hook of the pass (docs/troubleshooting.md).
+  void require_accelerator_backward(std::shared_ptr<const std::atomic<std::uint64_t>> pass);
+
   /// Waits for the pending bucket all-reduces, averages, writes .grad.
   /// Idempotent: a no-op when no synchronising backward is pending.
   void synchronize_gradients();
@@ -239,10 +250,11 @@ class DistributedModel {
   at::Tensor forward_sharded(const at::Tensor& input);
   [[noreturn]] void refuse_unsharded_forward() const;
 
-  std::unique_ptr<detail::GradientReducer> reducer_;  // null without reduce_gradients
-  std::unique_ptr<FullyShardedModel> fully_sharded_;  // shard_parameters
-  std::vector<std::string> local_names_;              // parameter_names() without a reducer
-  bool local_sync_ = true;                            // require_backward_grad_sync without a reducer
+  std::unique_ptr<detail::GradientReducer> reducer_;              // null without reduce_gradients
+  std::unique_ptr<FullyShardedModel> fully_sharded_;              // shard_parameters
+  std::unique_ptr<training_detail::GradientUseCheck> use_check_;  // prepared by an Accelerator
+  std::vector<std::string> local_names_;                          // parameter_names() without a reducer
+  bool local_sync_ = true;                                        // require_backward_grad_sync without a reducer
 };
 
 }  // namespace accelerate

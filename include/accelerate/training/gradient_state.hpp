@@ -57,6 +57,14 @@ class GradientState final : public PassListener {
   /// Micro-steps counted since the last synchronisation.
   [[nodiscard]] std::int64_t micro_step() const noexcept { return micro_step_; }
   void set_micro_step(std::int64_t value) noexcept { micro_step_ = value; }
+  /// Micro-steps begun by begin_micro_step() since construction (never
+  /// reset): the prepared optimizer compares it across its steps to find a
+  /// loop that accumulates without accumulate().
+  [[nodiscard]] std::uint64_t micro_steps_begun() const noexcept { return micro_steps_begun_; }
+  /// Accelerator::backward() calls since construction (never reset).
+  [[nodiscard]] std::uint64_t backward_calls() const noexcept { return backward_calls_; }
+  /// Counts an Accelerator::backward() call and returns its number (from 1).
+  std::uint64_t note_backward() noexcept { return ++backward_calls_; }
 
   /// The loader the loop is iterating (innermost pass under way), or nullptr.
   [[nodiscard]] const DataLoaderBase* active_dataloader() const noexcept;
@@ -78,6 +86,8 @@ class GradientState final : public PassListener {
   GradientAccumulationPlugin plugin_;
   bool sync_gradients_ = true;
   std::int64_t micro_step_ = 0;
+  std::uint64_t micro_steps_begun_ = 0;
+  std::uint64_t backward_calls_ = 0;
   std::vector<const DataLoaderBase*> active_;  // innermost last
   Lifetime lifetime_{"the Accelerator (its GradientState)"};
 };
