@@ -21,7 +21,7 @@ struct WorldPosition {
 
 /// How long MPI_Abort may wait to be killed with its job before this
 /// process ends itself (exit code 3, blocking_call_watchdog.hpp).
-inline constexpr std::chrono::seconds kAbortGrace{3};
+inline constexpr std::chrono::seconds kAbortGrace{1};
 
 /// MPI_Abort over MPI_COMM_WORLD while MPI runs; returns when MPI does not
 /// run. Ends this process after kAbortGrace if MPI_Abort does not.

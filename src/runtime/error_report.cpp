@@ -415,7 +415,12 @@ std::string format_rank_list(std::vector<int> ranks) {
 
 bool report_error_once(std::string_view message) noexcept {
   try {
-    const error_report::Clock::time_point start = error_report::Clock::now();
+    // After a collective timed out, a peer is known to be missing and the
+    // ranks reach their aborts at different moments: a short report, then
+    // the abort (the windows are counted from `start`).
+    const error_report::Clock::time_point start =
+        error_report::Clock::now() -
+        (any_abandoned() ? kErrorReportWindow - kErrorReportWindowAfterTimeout : std::chrono::milliseconds(0));
     if (!mpi_is_running()) return false;
     const std::optional<MPI_Comm> comm = error_report::current_report_comm();
     if (!comm) return false;  // no State ever registered one: nothing to gather over

@@ -40,6 +40,12 @@ inline constexpr std::chrono::milliseconds kErrorReportWindow{2000};
 /// the ranks that started reporting together with it before they give up.
 inline constexpr std::chrono::milliseconds kErrorCollectWindow{1500};
 
+/// The report's whole window once this process gave up on a collective (a
+/// peer is known to be missing, and may be rank 0): rank 0 then collects
+/// nothing beyond what has already arrived, and the others wait this long
+/// for its acknowledgement before printing their own message.
+inline constexpr std::chrono::milliseconds kErrorReportWindowAfterTimeout{500};
+
 /// Duplicates `comm` (collective over it) as the error-report communicator
 /// of `owner` and makes it the one abort_all uses. Frees the communicators
 /// that States destroyed on an error path left behind. Throws MpiError.

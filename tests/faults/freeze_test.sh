@@ -9,7 +9,7 @@ set -euo pipefail
 moment=$1 nprocs=$2 program=$3 mpiexec=$4
 shift 4
 timeout_s=4
-margin_s=10  # the arrival query (up to 2 s), the one report per error (up to 2 s), MPI_Abort's grace (3 s), teardown
+margin_s=10  # the arrival query (up to 2 s), the short report after a timeout (0.5 s), MPI_Abort's grace (1 s), teardown
 work=$(mktemp -d "${TMPDIR:-/tmp}/accelerate-freeze.XXXXXX")
 job=
 cleanup() {
