@@ -205,7 +205,7 @@ def main():
     parser.add_argument("--points", type=int, default=8)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--timeout", type=int, default=4, help="ACCELERATE_TIMEOUT of the job, seconds")
-    parser.add_argument("--margin", type=float, default=12.0, help="seconds a survivor may take beyond the timeout")
+    parser.add_argument("--margin", type=float, default=14.0, help="seconds a survivor may take beyond the timeout")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--work", default=None)
     parser.add_argument("mpiexec_flags", nargs="*")
