@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,6 +22,13 @@ using Clock = std::chrono::steady_clock;
 // The deadline of the running deadline wait (poll_until), in Clock ticks
 // since its epoch; 0 when none runs. Only the main thread waits (funneled).
 std::atomic<std::int64_t> running_wait_deadline{0};
+// Until when the report of the last deadline wait that ran out may run (it
+// asks the other ranks where they are after the wait has ended), in Clock
+// ticks; 0 before any wait ran out. Without it a watchdog thread that wakes
+// late, after the wait ended, found no running wait and cut the report off.
+std::atomic<std::int64_t> timed_out_wait_report_end{0};
+
+Clock::time_point from_ticks(std::int64_t ticks) { return Clock::time_point(Clock::duration(ticks)); }
 
 struct Armed {
   std::string prefix;
@@ -80,13 +88,12 @@ class Watchdog {
       // the missing ranks: let it, unless it too has overrun.
       // The extension is kept in the entry: the wait's own report (asking the
       // other ranks where they are) runs after the wait has ended.
+      Clock::time_point wait_end = from_ticks(timed_out_wait_report_end.load(std::memory_order_acquire));
       const std::int64_t wait_ticks = running_wait_deadline.load(std::memory_order_acquire);
-      if (wait_ticks != 0) {
-        const Clock::time_point wait_end = Clock::time_point(Clock::duration(wait_ticks)) + kDeadlineWaitGrace;
-        if (Clock::now() < wait_end) {
-          first->second.deadline = wait_end;
-          continue;
-        }
+      if (wait_ticks != 0) wait_end = std::max(wait_end, from_ticks(wait_ticks) + kDeadlineWaitGrace);
+      if (Clock::now() < wait_end) {
+        first->second.deadline = wait_end;
+        continue;
       }
       report_and_exit(first->second);
     }
@@ -132,8 +139,16 @@ BlockingCallWatchdog::BlockingCallWatchdog(std::string what, std::chrono::millis
 BlockingCallWatchdog::~BlockingCallWatchdog() { Watchdog::instance().disarm(id_); }
 
 DeadlineWaitMark::DeadlineWaitMark(std::chrono::steady_clock::time_point deadline) noexcept
-    : previous_(running_wait_deadline.exchange(deadline.time_since_epoch().count(), std::memory_order_acq_rel)) {}
+    : deadline_(deadline),
+      previous_(running_wait_deadline.exchange(deadline.time_since_epoch().count(), std::memory_order_acq_rel)) {}
 
-DeadlineWaitMark::~DeadlineWaitMark() { running_wait_deadline.store(previous_, std::memory_order_release); }
+DeadlineWaitMark::~DeadlineWaitMark() {
+  // A wait that lasted until its deadline ran out: its report follows.
+  if (Clock::now() >= deadline_) {
+    timed_out_wait_report_end.store((deadline_ + kDeadlineWaitGrace).time_since_epoch().count(),
+                                    std::memory_order_release);
+  }
+  running_wait_deadline.store(previous_, std::memory_order_release);
+}
 
 }  // namespace accelerate::detail

@@ -16,8 +16,9 @@
 //
 // A watched section may contain our own deadline waits (poll_until). Those
 // end by themselves and name the missing ranks, which the watchdog cannot:
-// while one is running (DeadlineWaitMark), an expired watchdog waits for it
-// to end, plus a grace period for its report, before it ends the process.
+// while one is running (DeadlineWaitMark), or one ran out and its report is
+// being written, an expired watchdog waits for it to end, plus a grace period
+// for its report, before it ends the process.
 #pragma once
 
 #include <chrono>
@@ -46,7 +47,8 @@ class BlockingCallWatchdog {
 };
 
 /// Marks a deadline wait of this process that ends by itself by `deadline`
-/// (poll_until): an expired watchdog lets it finish and report first.
+/// (poll_until): an expired watchdog lets it finish and report first, also
+/// when the wait has ended by running out and only its report runs.
 class DeadlineWaitMark {
  public:
   explicit DeadlineWaitMark(std::chrono::steady_clock::time_point deadline) noexcept;
@@ -55,6 +57,7 @@ class DeadlineWaitMark {
   DeadlineWaitMark& operator=(const DeadlineWaitMark&) = delete;
 
  private:
+  std::chrono::steady_clock::time_point deadline_;
   std::int64_t previous_;
 };
 

@@ -1,7 +1,7 @@
 // BlockingCallWatchdog: a call blocked past its limit ends the process with
 // exit code 3 and a report naming the call; a call that returns in time
 // disarms it; a deadline wait of our own inside the watched call ends first
-// (it names the missing ranks), but not forever; the report carries the
+// and writes its report (it names the missing ranks), but not forever; the report carries the
 // training step. Each case runs in a death-test child process.
 #include <gtest/gtest.h>
 
@@ -71,6 +71,23 @@ TEST(BlockingCallWatchdog, ARunningDeadlineWaitEndsBeforeIt) {
           std::this_thread::sleep_for(1500ms);
         }
         std::exit(0);  // the wait "threw": the watched scope unwinds and disarms
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(BlockingCallWatchdog, TheReportOfADeadlineWaitThatRanOutEndsBeforeIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const BlockingCallWatchdog watchdog("checkpoint: creating the file", 300ms);
+        {
+          // The wait runs out before the watchdog's deadline ...
+          const DeadlineWaitMark waiting(Clock::now() + 100ms);
+          std::this_thread::sleep_for(150ms);
+        }
+        // ... and its report (asking the other ranks where they are) outlasts it.
+        std::this_thread::sleep_for(1500ms);
+        std::exit(0);  // the report "threw": the watched scope unwinds and disarms
       },
       ::testing::ExitedWithCode(0), "");
 }
