@@ -74,7 +74,7 @@ Options parse(int argc, char** argv) {
   Options o;
   CLI::App app("A GPT trained on a synthetic next-token task (docs/training.md, \"A transformer\").", "gpt");
   app.add_option("--project-dir", o.project_dir, "checkpoints go to DIR/checkpoints")->capture_default_str();
-  app.add_option("--sharding", o.sharding, "NO_SHARD (DDP) or SHARD_GRAD_OP (ZeRO-2)")
+  app.add_option("--sharding", o.sharding, "NO_SHARD (DDP), SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3, a unit per block)")
       ->capture_default_str()
       ->check(CLI::IsMember({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"}));
   app.add_option("--mixed-precision", o.mixed_precision, "no, bf16 or fp16")->capture_default_str();
@@ -102,12 +102,24 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// FULL_SHARD's units are the blocks, as transformer_based_wrap chooses them
+// in Python Accelerate; the embeddings, final LayerNorm and tied head form
+// the root unit.
+accelerate::FullyShardedDataParallelPlugin sharding_plugin(const std::string& sharding) {
+  accelerate::FullyShardedDataParallelPlugin plugin{.sharding_strategy = sharding};
+  if (sharding == "FULL_SHARD") {
+    plugin.auto_wrap_policy = "transformer_based_wrap";
+    plugin.transformer_cls_names_to_wrap = {"Block"};
+  }
+  return plugin;
+}
+
 int run(const Options& o) {
   accelerate::Accelerator accelerator({
       .mixed_precision = o.mixed_precision,
       .gradient_accumulation_steps = o.gradient_accumulation_steps,
       .project_config = {.project_dir = o.project_dir, .automatic_checkpoint_naming = true, .total_limit = 2},
-      .fsdp_plugin = accelerate::FullyShardedDataParallelPlugin{.sharding_strategy = o.sharding},
+      .fsdp_plugin = sharding_plugin(o.sharding),
   });
   accelerate::set_seed(42);
   gpt::Gpt net(o.model);

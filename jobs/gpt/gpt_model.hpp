@@ -2,10 +2,14 @@
 // ModuleList of blocks, each with its own causal self-attention and MLP, a
 // final LayerNorm and a head whose weight *is* the token embedding's (tied,
 // registered under both names, as GPT-2 does). Nothing in it knows about
-// the Accelerator.
+// the Accelerator; the two ShardedUnitScope lines in BlockImpl::forward let
+// FULL_SHARD gather each block only around its own forward and backward
+// (they do nothing when the block is not sharded).
 #pragma once
 
 #include <torch/torch.h>
+
+#include <accelerate/training/sharded_unit_scope.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -75,8 +79,9 @@ class BlockImpl : public torch::nn::Module {
         mlp_(register_module("mlp", Mlp(config))) {}
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& padding) {
+    accelerate::ShardedUnitScope unit(*this);
     x = x + attn_(ln1_(x), padding);
-    return x + mlp_(ln2_(x));
+    return unit.output(x + mlp_(ln2_(x)));
   }
 
  private:

@@ -133,6 +133,7 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   group_options.debug_mode = settings_.debug_mode;
   world_ = ProcessGroup::world(*state_, group_options);
   if (options_.fsdp_plugin) {
+    check_plugin(*options_.fsdp_plugin);
     zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
     if (shards_within_node(*options_.fsdp_plugin)) {
       shard_group_ = ProcessGroup::node(*state_, group_options);
@@ -204,6 +205,7 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients && zero_stage_ != ZeroStage::Parameters;
   // ZeRO stage 3: the model shards its parameters too, unit by unit.
   model_options.shard_parameters = zero_stage_ == ZeroStage::Parameters;
+  if (options_.fsdp_plugin) model_options.unit_policy = unit_policy_of(*options_.fsdp_plugin);
   model_options.shard_group = shard_group_.get();  // HYBRID_SHARD: the node; else the world
   model_options.shard_replicas = replica_group_.get();
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);

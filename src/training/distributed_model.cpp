@@ -209,16 +209,8 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   }
 
   if (options.shard_parameters) {
-    auto sequential = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_);
-    if (!sequential) {
-      // Every rank wraps the same type of module, so every rank refuses.
-      throw ConfigError(detail::where() +
-                        " DistributedModel: sharding the parameters (FULL_SHARD, ZeRO stage 3) needs the model to be "
-                        "a torch::nn::Sequential, whose children are the units gathered one at a time; this one is "
-                        "not. Build the model as a Sequential, or use SHARD_GRAD_OP (docs/sharding.md).");
-    }
     fully_sharded_ =
-        std::make_unique<FullyShardedModel>(torch::nn::Sequential(std::move(sequential)),
+        std::make_unique<FullyShardedModel>(module_,
                                             options.shard_group != nullptr ? *options.shard_group : group_,
                                             FullShardOptions{.sync_in_backward =
                                                                  [this] {
@@ -228,7 +220,8 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
                                                                                              kShardedParameters);
                                                                    return local_sync_;
                                                                  },
-                                                             .replicas = options.shard_replicas});
+                                                             .replicas = options.shard_replicas,
+                                                             .units = options.unit_policy});
   }
   if (!options.reduce_gradients || options.shard_parameters) {
     local_names_ = std::move(names);
@@ -252,12 +245,11 @@ DistributedModel::~DistributedModel() = default;
 
 at::Tensor DistributedModel::forward_sharded(const at::Tensor& input) { return fully_sharded_->forward(input); }
 
-void DistributedModel::refuse_unsharded_forward() const {
-  throw ConfigError(detail::where() +
-                    " DistributedModel: this model's parameters are sharded (FULL_SHARD), and its forward runs "
-                    "through FullyShardedModel, which takes one tensor through a torch::nn::Sequential. Call it as "
-                    "model(x) on the prepared Sequential with one input tensor.");
-}
+void DistributedModel::begin_sharded_forward() { fully_sharded_->begin_forward(); }
+
+void DistributedModel::end_sharded_forward() { fully_sharded_->end_forward(); }
+
+void DistributedModel::abort_sharded_forward() noexcept { fully_sharded_->abort_forward(); }
 
 void DistributedModel::prepare_forward() {
   group_watch_.check("DistributedModel::forward");

@@ -14,15 +14,18 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "accelerate/comm/work.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/training/sharded_unit_scope.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
 #include "training/meta_tensor_check.hpp"
@@ -74,11 +77,32 @@ void allocate_storage(const at::Tensor& whole) {
   storage->set_nbytes(nbytes);
 }
 
+std::string qualified(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// Which FullyShardedModel's unit a module is, for ShardedUnitScope.
+struct UnitHandle {
+  FullyShardedModel* model = nullptr;
+  std::size_t unit = 0;
+};
+
+std::mutex& registry_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::unordered_map<const torch::nn::Module*, UnitHandle>& unit_registry() {
+  static std::unordered_map<const torch::nn::Module*, UnitHandle> registry;
+  return registry;
+}
+
 }  // namespace
 
 struct FullyShardedModel::Unit {
-  std::size_t child = 0;                                   // index in the Sequential
-  std::string name;                                        // the child's name there ("0", "1", ...)
+  std::string name;                                        // its module's qualified name ("" for the root)
+  const torch::nn::Module* module = nullptr;               // that module (the model for the root)
+  std::size_t parent = kNoUnit;                            // the unit around it (kNoUnit: the root's, or the root)
   std::vector<at::Tensor> parameters;                      // distinct tensors, in order
   std::vector<std::pair<std::string, std::size_t>> names;  // every name (tied ones too) -> parameter
   std::vector<std::int64_t> offsets;                       // flat offset of each parameter; back() = total
@@ -87,12 +111,17 @@ struct FullyShardedModel::Unit {
   at::Tensor whole;  // slice × N elements; the parameters view it; no memory while resharded
   at::Tensor shard;  // this rank's slice: a leaf the optimizer steps
   bool gathered = false;
+  // This forward:
+  bool entered = false;          // its forward ran inside its scope
+  bool left_unmarked = false;    // its scope ended, with gradients on, without output()
+  bool marked = false;           // output() was called in the running scope
   // This backward:
   std::size_t pending = 0;  // parameters whose gradient has not arrived
   bool visited = false;     // its backward has begun
   bool reduced = false;
 
   [[nodiscard]] std::int64_t total() const { return offsets.back(); }
+  [[nodiscard]] std::string display_name() const { return name.empty() ? "<root>" : name; }
 
   // The run of parameter p that rank `rank`'s shard holds: where it starts in
   // the parameter and in the shard, and how long it is (0: none of it).
@@ -113,8 +142,17 @@ struct FullyShardedModel::Hooks {
   std::thread::id owner = std::this_thread::get_id();
 };
 
-FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& group, FullShardOptions options)
-    : model_(std::move(model)), group_(group), options_(std::move(options)), hooks_(std::make_unique<Hooks>()) {
+FullyShardedModel::FullyShardedModel(const torch::nn::Sequential& model, ProcessGroup& group, FullShardOptions options)
+    : FullyShardedModel(std::static_pointer_cast<torch::nn::Module>(model.ptr()), group, std::move(options)) {}
+
+FullyShardedModel::FullyShardedModel(std::shared_ptr<torch::nn::Module> model, ProcessGroup& group,
+                                     FullShardOptions options)
+    : model_(std::move(model)),
+      sequential_(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model_)),
+      group_(group),
+      options_(std::move(options)),
+      hooks_(std::make_unique<Hooks>()) {
+  if (!model_) full_shard_error("the model is empty (a null module).");
   torch::NoGradGuard no_grad;
   const int size = group.size();
   ProcessGroup* const replicas = training_detail::effective_replicas(options_.replicas);
@@ -124,48 +162,7 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
   }
   training_detail::refuse_meta_tensors(training_detail::named_module_tensors(*model_), {&group, replicas},
                                        "FullyShardedModel", "sharding the model");
-  const auto children = model_->named_children();
-  std::map<const c10::TensorImpl*, std::size_t> unit_of;  // a parameter belongs to one unit only
-  for (std::size_t c = 0; c < children.size(); ++c) {
-    const auto& child = children[c];
-    Unit unit;
-    unit.child = c;
-    unit.name = child.key();
-    unit.offsets.push_back(0);
-    for (const auto& named : child.value()->named_parameters(/*recurse=*/true)) {
-      const at::Tensor& p = named.value();
-      const auto [known, added] = unit_of.emplace(p.unsafeGetTensorImpl(), units_.size());
-      if (!added && known->second != units_.size()) {
-        full_shard_error("parameter " + unit.name + "." + named.key() + " is also a parameter of unit " +
-                         units_[known->second].name +
-                         "; a parameter can belong to one unit only. Untie it, or put both users in one child "
-                         "of the Sequential.");
-      }
-      std::size_t index = unit.parameters.size();
-      for (std::size_t q = 0; q < unit.parameters.size(); ++q) {
-        if (unit.parameters[q].unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) index = q;
-      }
-      unit.names.emplace_back(unit.name + "." + named.key(), index);
-      if (index != unit.parameters.size()) continue;  // tied within the unit: one range
-      if (!unit.parameters.empty()) {
-        const at::Tensor& first = unit.parameters.front();
-        if (p.scalar_type() != first.scalar_type() || p.device() != first.device()) {
-          full_shard_error("unit " + unit.name + " mixes dtypes or devices (" + named.key() + " is " +
-                           std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() +
-                           "); its flat shard needs one of each. Cast or move the whole model before sharding.");
-        }
-        if (p.requires_grad() != first.requires_grad()) {
-          full_shard_error("unit " + unit.name + " mixes trainable and frozen parameters (" + named.key() +
-                           "); its one shard is stepped as a whole. Freeze whole children of the Sequential.");
-        }
-      }
-      unit.parameters.push_back(p);
-      unit.offsets.push_back(unit.offsets.back() + p.numel());
-    }
-    if (unit.parameters.empty()) continue;  // runs as it is
-    unit.trainable = unit.parameters.front().requires_grad();
-    units_.push_back(std::move(unit));
-  }
+  choose_units(options_.units);
   // Every rank must cut the same shards: compare the units and their sizes.
   auto count = at::tensor({static_cast<std::int64_t>(units_.size()), -static_cast<std::int64_t>(units_.size())});
   group.all_reduce(count, maximum_over_ranks());
@@ -218,8 +215,31 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
     unit.shard.set_requires_grad(unit.trainable);
     unit.pending = unit.parameters.size();
   }
-  unit_of_child_.assign(children.size(), kNoUnit);
-  for (std::size_t u = 0; u < units_.size(); ++u) unit_of_child_[units_[u].child] = u;
+  if (sequential_) {
+    // The replay enters the units among the children itself: with no unit
+    // deeper down, no forward needs checking.
+    checked_ = true;
+    unit_of_child_.assign(sequential_->size(), kNoUnit);
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      bool child = u == root_;
+      for (std::size_t c = 0; c < sequential_->size(); ++c) {
+        if (units_[u].module == sequential_->ptr(c).get()) {
+          unit_of_child_[c] = u;
+          child = true;
+        }
+      }
+      checked_ = checked_ && child;
+    }
+  }
+  const std::lock_guard lock(registry_mutex());
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    if (u == root_) continue;
+    const auto [known, added] = unit_registry().emplace(units_[u].module, UnitHandle{this, u});
+    if (!added) {
+      full_shard_error("unit " + units_[u].name +
+                       " is already a unit of another FullyShardedModel; a module can be sharded by one only.");
+    }
+  }
   // The reduce-scatters' one order on every rank: the last unit first, as
   // backward reaches it first.
   for (std::size_t u = units_.size(); u-- > 0;) {
@@ -236,7 +256,137 @@ FullyShardedModel::FullyShardedModel(torch::nn::Sequential model, ProcessGroup& 
   }
 }
 
+void FullyShardedModel::choose_units(const UnitPolicy& policy) {
+  // Every module in pre-order, the root first, by its qualified name.
+  const auto modules = model_->named_modules("", /*include_self=*/true);
+  std::map<std::string, std::size_t> module_named;
+  for (std::size_t i = 0; i < modules.size(); ++i) module_named.emplace(modules[i].key(), i);
+  std::set<std::string> chosen;
+  std::map<const torch::nn::Module*, std::string> chosen_module;
+  for (const std::string& name : policy.select(*model_)) {
+    const auto found = module_named.find(name);
+    if (name.empty() || found == module_named.end()) {
+      full_shard_error("the unit policy chose '" + name +
+                       "', which is not a submodule of the model (the root is always a unit of its own). Name "
+                       "submodules by their qualified names, as named_modules() gives them.");
+    }
+    const torch::nn::Module* module = modules[found->second].value().get();
+    const auto [known, added] = chosen_module.emplace(module, name);
+    if (!added && known->second != name) {
+      full_shard_error("unit " + name + " is also registered as " + known->second +
+                       "; a unit's module may appear once in the model.");
+    }
+    chosen.insert(name);
+  }
+  // The candidate units in pre-order, the root first; each module's own
+  // parameters are held by the innermost candidate around it.
+  struct Candidate {
+    std::string name;
+    const torch::nn::Module* module;
+    std::size_t parent;
+  };
+  std::vector<Candidate> candidates{{"", model_.get(), kNoUnit}};
+  std::vector<std::size_t> holder(modules.size(), 0);
+  for (std::size_t i = 1; i < modules.size(); ++i) {
+    const std::string& name = modules[i].key();
+    const std::size_t dot = name.rfind('.');
+    const std::size_t parent = dot == std::string::npos ? 0 : module_named.at(name.substr(0, dot));
+    holder[i] = holder[parent];
+    if (chosen.count(name) != 0) {
+      candidates.push_back({name, modules[i].value().get(), holder[parent]});
+      holder[i] = candidates.size() - 1;
+    }
+  }
+  const auto around_both = [&](std::size_t a, std::size_t b) {
+    std::set<std::size_t> around_a;
+    for (std::size_t c = a; c != kNoUnit; c = candidates[c].parent) around_a.insert(c);
+    while (around_a.count(b) == 0) b = candidates[b].parent;
+    return b;
+  };
+  // Each distinct parameter goes to the innermost candidate around every
+  // module it is registered in: a weight tied across blocks to the unit
+  // around them, a head tied to the embedding to the root.
+  struct Owned {
+    at::Tensor tensor;
+    std::size_t candidate;
+    std::vector<std::string> names;
+  };
+  std::vector<Owned> owned;
+  std::map<const c10::TensorImpl*, std::size_t> owned_index;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    for (const auto& named : modules[i].value()->named_parameters(/*recurse=*/false)) {
+      const std::string name = qualified(modules[i].key(), named.key());
+      const auto [known, added] = owned_index.emplace(named.value().unsafeGetTensorImpl(), owned.size());
+      if (added) {
+        owned.push_back({named.value(), holder[i], {name}});
+      } else {
+        Owned& first = owned[known->second];
+        first.candidate = around_both(first.candidate, holder[i]);
+        first.names.push_back(name);
+      }
+    }
+  }
+  std::vector<std::size_t> unit_of_candidate(candidates.size(), kNoUnit);
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    Unit unit;
+    unit.name = candidates[c].name;
+    unit.module = candidates[c].module;
+    unit.offsets.push_back(0);
+    for (const Owned& o : owned) {
+      if (o.candidate != c) continue;
+      const at::Tensor& p = o.tensor;
+      if (!unit.parameters.empty()) {
+        const at::Tensor& first = unit.parameters.front();
+        if (p.scalar_type() != first.scalar_type() || p.device() != first.device()) {
+          full_shard_error("unit " + unit.display_name() + " mixes dtypes or devices (" + o.names.front() + " is " +
+                           std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() +
+                           "); its flat shard needs one of each. Cast or move the whole model before sharding.");
+        }
+        if (p.requires_grad() != first.requires_grad()) {
+          full_shard_error("unit " + unit.display_name() + " mixes trainable and frozen parameters (" +
+                           o.names.front() +
+                           "); its one shard is stepped as a whole. Freeze whole units, or choose units that "
+                           "separate the frozen parameters.");
+        }
+      }
+      for (const std::string& name : o.names) unit.names.emplace_back(name, unit.parameters.size());
+      unit.parameters.push_back(p);
+      unit.offsets.push_back(unit.offsets.back() + p.numel());
+    }
+    if (unit.parameters.empty()) continue;  // runs as it is
+    // The nearest candidate around it that has parameters.
+    for (std::size_t around = candidates[c].parent; around != kNoUnit; around = candidates[around].parent) {
+      if (unit_of_candidate[around] != kNoUnit) {
+        unit.parent = unit_of_candidate[around];
+        break;
+      }
+    }
+    unit.trainable = unit.parameters.front().requires_grad();
+    unit_of_candidate[c] = units_.size();
+    units_.push_back(std::move(unit));
+  }
+  root_ = unit_of_candidate[0];
+}
+
+std::pair<FullyShardedModel*, std::size_t> FullyShardedModel::unit_of(const torch::nn::Module* module) {
+  const std::lock_guard lock(registry_mutex());
+  const auto found = unit_registry().find(module);
+  if (found == unit_registry().end()) return {nullptr, 0};
+  return {found->second.model, found->second.unit};
+}
+
+bool FullyShardedModel::is_inside(std::size_t inner, std::size_t outer) const {
+  for (std::size_t u = units_[inner].parent; u != kNoUnit; u = units_[u].parent) {
+    if (u == outer) return true;
+  }
+  return false;
+}
+
 FullyShardedModel::~FullyShardedModel() {
+  const std::lock_guard lock(registry_mutex());
+  for (auto it = unit_registry().begin(); it != unit_registry().end();) {
+    it = it->second.model == this ? unit_registry().erase(it) : std::next(it);
+  }
   for (std::size_t k = 0; k < hooks_->accumulators.size(); ++k) {
     hooks_->accumulators[k]->del_post_hook(hooks_->keys[k]);
   }
@@ -244,37 +394,116 @@ FullyShardedModel::~FullyShardedModel() {
 
 at::Tensor FullyShardedModel::forward(const at::Tensor& input) {
   ACCELERATE_PROFILE_RANGE("accelerate::FullyShardedModel::forward");
+  if (!sequential_) {
+    full_shard_error("forward(x) replays the children of a torch::nn::Sequential; this model is a " +
+                     model_->name() +
+                     ". Call its own forward through the prepared model (or between begin_forward() and "
+                     "end_forward()), with a ShardedUnitScope in each unit's forward (docs/sharding.md).");
+  }
+  begin_forward();
+  at::Tensor x = input;
+  try {
+    std::size_t c = 0;
+    for (auto& child : *sequential_) {
+      const std::size_t u = unit_of_child_[c++];
+      if (u == kNoUnit) {
+        x = child.forward(x);
+        continue;
+      }
+      enter_unit(u);
+      try {
+        x = child.forward(x);
+      } catch (...) {
+        leave_unit(u);
+        throw;
+      }
+      x = unit_output(u, x);
+      leave_unit(u);
+    }
+  } catch (...) {
+    abort_forward();
+    throw;
+  }
+  end_forward();
+  return x;
+}
+
+void FullyShardedModel::begin_forward() {
   // A backward that threw never ran its end-of-backward callback.
   reset_backward();
-  at::Tensor x = input;
-  std::size_t c = 0;
-  for (auto& child : *model_) {
-    const std::size_t u = unit_of_child_[c++];
-    if (u == kNoUnit) {
-      x = child.forward(x);
-      continue;
-    }
-    Unit& unit = units_[u];
-    gather(unit);
-    const at::Tensor input_of_unit = x;
-    try {
-      x = child.forward(x);
-    } catch (...) {
-      reshard(unit);
-      throw;
-    }
-    reshard(unit);
-    // A hook on the unit's output runs when its gradient is about to enter
-    // the unit's last node: the moment to gather the unit for its backward.
-    if (torch::GradMode::is_enabled() && x.requires_grad()) {
-      // A unit that passed its input through (on this rank only, perhaps)
-      // gets a node of its own, so that its hook still runs after the later
-      // units' and before the earlier ones', as on the other ranks.
-      if (x.is_same(input_of_unit) || (x.grad_fn() && x.grad_fn() == input_of_unit.grad_fn())) x = x.view_as(x);
-      x.register_hook([this, u](const at::Tensor& /*grad*/) { before_unit_backward(u); });
-    }
+  for (Unit& unit : units_) {
+    unit.entered = false;
+    unit.left_unmarked = false;
   }
-  return x;
+  if (root_ != kNoUnit) gather(units_[root_]);
+  // Until a forward has shown every unit inside its scope, every unit is
+  // whole: one left out then reads its parameters, not freed memory.
+  if (!checked_) {
+    for (Unit& unit : units_) gather(unit);
+  }
+}
+
+void FullyShardedModel::end_forward() {
+  std::string outside, unmarked;
+  for (const Unit& unit : units_) {
+    if (&unit - units_.data() == static_cast<std::ptrdiff_t>(root_)) continue;
+    if (!unit.entered) {
+      const std::string& type = unit.module->name();
+      const std::size_t colon = type.rfind("::");
+      outside += (outside.empty() ? "" : ", ") + unit.name + " (" +
+                 (colon == std::string::npos ? type : type.substr(colon + 2)) + ")";
+    }
+    if (unit.left_unmarked) unmarked += (unmarked.empty() ? "" : ", ") + unit.name;
+  }
+  if (!checked_ && !outside.empty()) {
+    abort_forward();
+    full_shard_error("the forward ran without entering unit(s) " + outside +
+                     ": their parameters are sharded and would be read freed. Put `accelerate::ShardedUnitScope "
+                     "unit(*this);` first in the forward of each unit's class and return `unit.output(...)` "
+                     "(accelerate/training/sharded_unit_scope.hpp), or choose other units.");
+  }
+  if (!unmarked.empty()) {
+    abort_forward();
+    full_shard_error("the forward of unit(s) " + unmarked +
+                     " ended without unit.output(...) on their outputs, so their backward would find their "
+                     "parameters freed. Return `unit.output(result)` from each unit's forward.");
+  }
+  checked_ = true;
+  // Without a graph no backward follows: free the root now.
+  if (!torch::GradMode::is_enabled()) reset_backward();
+}
+
+void FullyShardedModel::abort_forward() noexcept { reset_backward(); }
+
+void FullyShardedModel::enter_unit(std::size_t u) {
+  Unit& unit = units_.at(u);
+  unit.entered = true;
+  unit.marked = false;
+  gather(unit);
+}
+
+void FullyShardedModel::leave_unit(std::size_t u) noexcept {
+  Unit& unit = units_[u];
+  if (unit.marked || !torch::GradMode::is_enabled()) {
+    reshard(unit);
+  } else {
+    // No output was marked: its backward could not gather it again, so it
+    // stays whole, and end_forward() names it.
+    unit.left_unmarked = true;
+  }
+}
+
+at::Tensor FullyShardedModel::unit_output(std::size_t u, const at::Tensor& output) {
+  Unit& unit = units_.at(u);
+  unit.marked = true;
+  if (!output.defined() || !torch::GradMode::is_enabled() || !output.requires_grad()) return output;
+  // A node of the unit's own, so that the hook runs after the later units'
+  // backward and before the earlier ones', also where the unit passed its
+  // input through; the hook runs when the gradient is about to enter the
+  // unit: the moment to gather it for its backward.
+  at::Tensor marked = output.view_as(output);
+  marked.register_hook([this, u](const at::Tensor& /*grad*/) { before_unit_backward(u); });
+  return marked;
 }
 
 void FullyShardedModel::gather(Unit& unit) {
@@ -284,7 +513,7 @@ void FullyShardedModel::gather(Unit& unit) {
   // which runs the CPU autograd graph; CUDA units may gather on autograd's
   // device thread through NCCL (not in debug mode, whose checks use MPI).
   if (std::this_thread::get_id() != hooks_->owner && (!unit.whole.is_cuda() || group_.debug_mode())) {
-    full_shard_error("unit " + unit.name +
+    full_shard_error("unit " + unit.display_name() +
                      " must be gathered on a thread other than the one that built the model; MPI collectives "
                      "are posted from that thread only. Run forward and backward there.");
   }
@@ -303,7 +532,7 @@ void FullyShardedModel::before_unit_backward(std::size_t u) {
   torch::NoGradGuard no_grad;
   Unit& unit = units_.at(u);
   if (unit.visited) {
-    full_shard_error("the backward of unit " + unit.name +
+    full_shard_error("the backward of unit " + unit.display_name() +
                      " began twice in one backward pass: the loss depends on two forward passes. Run one "
                      "forward per backward (sum the losses of micro-batches by accumulating instead: a backward "
                      "per forward with sync_in_backward answering false).");
@@ -316,11 +545,13 @@ void FullyShardedModel::before_unit_backward(std::size_t u) {
   // The units after this one are done with: autograd runs the nodes created
   // later (theirs) first. One with a parameter that got no gradient is reduced
   // now, in the one order, so that every rank's collectives still match.
-  while (next_launch_ < launch_order_.size() && launch_order_[next_launch_] > u) {
+  while (next_launch_ < launch_order_.size() && launch_order_[next_launch_] > u &&
+         !is_inside(launch_order_[next_launch_], u)) {
     reduce(units_[launch_order_[next_launch_++]]);
   }
   for (std::size_t later = u + 1; later < units_.size(); ++later) {
-    if (!units_[later].trainable) reshard(units_[later]);  // frozen units passed their gradient on
+    // Frozen units passed their gradient on.
+    if (!units_[later].trainable && !is_inside(later, u)) reshard(units_[later]);
   }
   gather(unit);
 }
@@ -331,7 +562,7 @@ void FullyShardedModel::on_gradient_ready(std::size_t u, std::size_t /*p*/) {
     // Backward ran an earlier unit's node before this gradient arrived (units
     // on several devices, or nodes made on other threads): it would sit on
     // the whole parameter and leak into the next step.
-    full_shard_error("a gradient of unit " + unit.name +
+    full_shard_error("a gradient of unit " + unit.display_name() +
                      " arrived after the unit's gradients were reduce-scattered. Units must run in order, on one "
                      "device, with every node of a unit created by its forward.");
   }
@@ -441,14 +672,14 @@ void FullyShardedModel::shard_optimizer(torch::optim::Optimizer& optimizer) cons
       const std::size_t u = found->second;
       const Unit& unit = units_[u];
       if (!unit.trainable) {
-        full_shard_error("param group " + std::to_string(g) + " holds the frozen unit " + unit.name +
+        full_shard_error("param group " + std::to_string(g) + " holds the frozen unit " + unit.display_name() +
                          ", whose shard gets no gradient and no optimizer state. Build the optimizer over the "
                          "trainable parameters only.");
       }
       listed[u].insert(p.unsafeGetTensorImpl());
       if (group_of[u] == g) continue;
       if (group_of[u] != std::numeric_limits<std::size_t>::max()) {
-        full_shard_error("the parameters of unit " + unit.name + " are in param groups " + std::to_string(group_of[u]) +
+        full_shard_error("the parameters of unit " + unit.display_name() + " are in param groups " + std::to_string(group_of[u]) +
                          " and " + std::to_string(g) +
                          "; a unit has one shard, stepped by one group. Put a unit's parameters in one group.");
       }
@@ -466,7 +697,7 @@ void FullyShardedModel::shard_optimizer(torch::optim::Optimizer& optimizer) cons
     }
     for (const auto& [name, p] : unit.names) {
       if (listed[u].count(unit.parameters[p].unsafeGetTensorImpl()) == 0) {
-        full_shard_error("the optimizer holds some parameters of unit " + unit.name + " but not " + name +
+        full_shard_error("the optimizer holds some parameters of unit " + unit.display_name() + " but not " + name +
                          "; the unit's one shard would step it too. Give the optimizer all of a unit's "
                          "parameters, or none (freeze the unit).");
       }
@@ -628,6 +859,13 @@ checkpoint::ShardedWeights FullyShardedModel::sharded_weights() const {
 }
 
 std::size_t FullyShardedModel::units() const noexcept { return units_.size(); }
+
+std::vector<std::string> FullyShardedModel::unit_names() const {
+  std::vector<std::string> names;
+  names.reserve(units_.size());
+  for (const Unit& unit : units_) names.push_back(unit.name);
+  return names;
+}
 
 std::int64_t FullyShardedModel::total_elements() const noexcept {
   std::int64_t total = 0;

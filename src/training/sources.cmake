@@ -16,4 +16,6 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/meta_tensor_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/replica_groups.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_clipping.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sharded_unit_scope.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit_policy.cpp)

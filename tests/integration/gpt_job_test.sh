@@ -2,7 +2,8 @@
 # The GPT job (jobs/gpt) end to end: a transformer written as a custom
 # LibTorch module, with a head tied to its embedding, a warm-up cosine
 # schedule, accumulation and clipping. With the same global batch, the final
-# loss is the same under NO_SHARD and SHARD_GRAD_OP at 1, 2 and 4 ranks; it
+# loss is the same under NO_SHARD, SHARD_GRAD_OP and FULL_SHARD (a unit per
+# block, the tied head in the root unit) at 1, 2 and 4 ranks; it
 # learns (also under bf16); a run killed at a random moment and resumed from
 # its newest checkpoint, on half the ranks, ends with the uninterrupted run's
 # loss, bit for bit.
@@ -36,7 +37,7 @@ run reference 1 --sharding NO_SHARD
 expected=$(final_loss reference)
 [ -n "$expected" ] || fail "the reference run printed no final loss"
 for np in 1 2 4; do
-  for sharding in NO_SHARD SHARD_GRAD_OP; do
+  for sharding in NO_SHARD SHARD_GRAD_OP FULL_SHARD; do
     label=${sharding}_np$np
     [ "$label" != NO_SHARD_np1 ] || continue
     run "$label" "$np" --sharding "$sharding"

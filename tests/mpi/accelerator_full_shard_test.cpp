@@ -400,8 +400,14 @@ struct NotSequential : torch::nn::Module {
 
 TEST_F(AcceleratorFullShard, RefusesWhatItCannotShardWithTheReason) {
   acc::Accelerator accelerator(options("FULL_SHARD"));
-  auto message = acc::testing::error_of([&] { (void)accelerator.prepare(std::make_shared<NotSequential>()); });
-  EXPECT_NE(message.find("torch::nn::Sequential"), std::string::npos) << message;
+  // A value the plugin cannot honour is named with its field.
+  acc::AcceleratorOptions unbuilt = options("FULL_SHARD");
+  unbuilt.fsdp_plugin->backward_prefetch = "BACKWARD_PRE";
+  auto message = acc::testing::error_of([&] { acc::Accelerator refused(unbuilt); });
+  EXPECT_NE(message.find("backward_prefetch = BACKWARD_PRE is not built"), std::string::npos) << message;
+  // A model that is not a Sequential is one root unit by default.
+  const auto not_sequential = accelerator.prepare(std::make_shared<NotSequential>());
+  EXPECT_EQ(not_sequential->fully_sharded()->unit_names(), std::vector<std::string>{""});
   // A model never loaded: named before the move to the device would fail on it.
   message = acc::testing::error_of([&] { (void)accelerator.prepare(acc::init_empty_weights(make_net)); });
   EXPECT_NE(message.find("Accelerator::prepare: on rank 0 of its group, 0.weight is on the meta device"),

@@ -30,6 +30,10 @@ accelerate_add_mpi_test(accelerator_fp16_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/
 # FullyShardedModel (ZeRO stage 3) against a reference trained on every rank's data in one process.
 accelerate_add_mpi_test(fully_sharded_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)
+# FULL_SHARD of the GPT of jobs/gpt (custom modules, tied head) by class, size, marking; unmarked units named.
+accelerate_add_mpi_test(fully_sharded_transformer_test
+                        SOURCES ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_transformer_test.cpp
+                        NPROCS 1 2 4 TIMEOUT 120 LABELS training)
 # ShardedOptimizer (ZeRO stages 1 and 2) against DDP with the whole optimizer.
 accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)

@@ -24,10 +24,10 @@
 // accumulate locally and nothing is communicated; the next synchronising
 // backward reduces the accumulated gradients.
 //
-// With shard_parameters (ZeRO stage 3, the Accelerator's FULL_SHARD) the
-// module, a torch::nn::Sequential, is run through a FullyShardedModel that
-// holds 1/N of its parameters; forward<torch::nn::SequentialImpl>(x) goes
-// through it (docs/sharding.md).
+// With shard_parameters (ZeRO stage 3, the Accelerator's FULL_SHARD) a
+// FullyShardedModel holds 1/N of the module's parameters; forward<Net>()
+// runs the module's forward between its begin_forward() and end_forward()
+// (a torch::nn::Sequential's through its replay) (docs/sharding.md).
 #pragma once
 
 #include <c10/core/DeviceType.h>
@@ -46,6 +46,7 @@
 #include "accelerate/comm/operations.hpp"
 #include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
+#include "accelerate/training/unit_policy.hpp"
 
 namespace torch::nn {
 class Module;
@@ -90,11 +91,12 @@ struct DistributedModelOptions {
   /// autocast; gradients stay local and no gradient buckets are allocated
   /// (ZeRO stage 2, whose ShardedOptimizer reduces them).
   bool reduce_gradients = true;
-  /// ZeRO stage 3: shard the parameters too, unit by unit over the module's
-  /// children, which must be a torch::nn::Sequential (FullyShardedModel;
-  /// ConfigError otherwise). Gradients are then reduce-scattered into the
-  /// shards in backward, and reduce_gradients is ignored.
+  /// ZeRO stage 3: shard the parameters too, unit by unit
+  /// (FullyShardedModel; the units chosen by unit_policy). Gradients are then
+  /// reduce-scattered into the shards in backward, and reduce_gradients is
+  /// ignored.
   bool shard_parameters = false;
+  UnitPolicy unit_policy;
   /// With shard_parameters: the ranks to shard over (default: the model's
   /// group) and their replicas on the other nodes (HYBRID_SHARD; see
   /// FullShardOptions::replicas).
@@ -149,10 +151,20 @@ class DistributedModel {
     const auto run = [&] {
       if constexpr (std::is_same_v<Net, torch::nn::SequentialImpl> && sizeof...(Args) == 1) {
         if (fully_sharded_) return forward_sharded(std::forward<Args>(args)...);
-      } else {
-        if (fully_sharded_) refuse_unsharded_forward();
       }
-      return module_as<Net>().forward(std::forward<Args>(args)...);
+      if (!fully_sharded_) return module_as<Net>().forward(std::forward<Args>(args)...);
+      // Any module: its units mark themselves (ShardedUnitScope).
+      begin_sharded_forward();
+      auto output = [&] {
+        try {
+          return module_as<Net>().forward(std::forward<Args>(args)...);
+        } catch (...) {
+          abort_sharded_forward();
+          throw;
+        }
+      }();
+      end_sharded_forward();
+      return output;
     };
     if (!autocast_dtype_) return run();
     auto output = [&] {
@@ -248,7 +260,9 @@ class DistributedModel {
     }
   }
   at::Tensor forward_sharded(const at::Tensor& input);
-  [[noreturn]] void refuse_unsharded_forward() const;
+  void begin_sharded_forward();
+  void end_sharded_forward();
+  void abort_sharded_forward() noexcept;
 
   std::unique_ptr<detail::GradientReducer> reducer_;              // null without reduce_gradients
   std::unique_ptr<FullyShardedModel> fully_sharded_;              // shard_parameters

@@ -1,6 +1,6 @@
-// FullyShardedModel: ZeRO stage 3 (FSDP's FULL_SHARD) over the children of
-// a torch::nn::Sequential, so that each of N ranks holds 1/N of the
-// parameters, of their gradients and of the optimizer state.
+// FullyShardedModel: ZeRO stage 3 (FSDP's FULL_SHARD): each of N ranks
+// holds 1/N of a model's parameters, of their gradients and of the
+// optimizer state.
 //
 //   auto net = torch::nn::Sequential(torch::nn::Linear(784, 4096), torch::nn::ReLU(), ...);
 //   accelerate::FullyShardedModel model(net, *group);
@@ -10,32 +10,45 @@
 //   adam.step();           // steps this rank's shards: no collective
 //   adam.zero_grad();
 //
-// Units. Each child of the Sequential that has parameters is a unit; its
-// parameters, flattened in order and padded to a multiple of N, are one flat
-// space of which rank r owns the r-th 1/N, its shard: a leaf tensor that the
-// optimizer steps. Outside a unit's forward and backward its parameters keep
-// their shapes but hold no memory (their storage is resized to zero bytes).
+// Units. A UnitPolicy (FullShardOptions::units) chooses the submodules that
+// are units: by default a Sequential's children; by class, by size or by the
+// user's marking for any module. A unit's parameters (those of its
+// submodules that no unit inside it claims), flattened in order and padded
+// to a multiple of N, are one flat space of which rank r owns the r-th 1/N,
+// its shard: a leaf tensor that the optimizer steps. Outside the unit's
+// forward and backward its parameters keep their shapes but hold no memory
+// (their storage is resized to zero bytes). The parameters no unit claims,
+// and a parameter tied across units that do not nest, form the root unit.
 //
 // Forward. Before a unit runs, its shards are all-gathered into the
 // parameters' storage; after it ran, that storage is freed again. An autograd
-// function around the unit's output (identity in forward) gathers them once
-// more before the unit's backward. When the unit's last gradient has been
-// accumulated, its gradients are reduce-scattered (averaged over the group)
-// into the shard's .grad, added to what is there, and the whole gradients and
-// parameters are freed. So at any time a rank holds the whole parameters of
-// at most two units, and the whole gradients of one.
+// hook on the unit's outputs gathers them once more before the unit's
+// backward. When the unit's last gradient has been accumulated, its
+// gradients are reduce-scattered (averaged over the group) into the shard's
+// .grad, added to what is there, and the whole gradients and parameters are
+// freed. So at any time a rank holds the whole parameters of the root unit
+// and of at most two units (more where units nest), and the whole gradients
+// of one. The root unit is gathered from the start of forward until its
+// gradients are reduced, at the end of backward.
 //
-// Why the children of a Sequential: LibTorch's C++ modules have no forward
-// hooks, so the wrapper must call the units itself. A Sequential is the one
-// container whose forward is "each child in order", which it can replay.
+// Who runs the units: LibTorch's C++ modules have no forward hooks. For a
+// torch::nn::Sequential, forward(x) replays its children and handles the
+// units among them itself. For any other module the user's forward runs (the
+// prepared model's call, or between begin_forward() and end_forward()), and
+// each unit's class marks its forward with a ShardedUnitScope (two lines;
+// accelerate/training/sharded_unit_scope.hpp). The first forward holds every
+// unit whole and checks that each ran inside its scope: a unit without one
+// is a ConfigError naming it, never a read of freed memory.
 //
 // With FullShardOptions::replicas (HYBRID_SHARD) the shards are cut over the
 // node's ranks and kept once per node: gathers stay inside the node, and each
 // unit's reduce-scattered gradient is averaged over the other nodes.
 //
-// Limits (docs/sharding.md): one forward per backward (a second forward's
-// graph through a unit is refused in backward); a parameter may belong to one
-// unit only; a unit's parameters share one dtype and device, and are all
+// Limits (docs/sharding.md): one forward per backward, and one run of a unit
+// per forward (a second forward's graph through a unit is refused in
+// backward); a unit's parameters are used inside its forward only (a
+// parameter also read outside must be registered there too, which makes it
+// the root's); a unit's parameters share one dtype and device, and are all
 // trainable or all frozen; buffers stay whole on every rank (broadcast from
 // rank 0 at construction, then local, as DistributedModel's are).
 // Collective: every rank calls forward() and backward together.
@@ -49,10 +62,12 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "accelerate/checkpoint/shard_layout.hpp"
 #include "accelerate/comm/process_group.hpp"
+#include "accelerate/training/unit_policy.hpp"
 
 namespace torch::optim {
 class Optimizer;
@@ -74,6 +89,8 @@ struct FullShardOptions {
   /// start from rank 0 of the first copy everywhere. Unset: `group` is every
   /// rank there is.
   ProcessGroup* replicas = nullptr;
+  /// Which submodules are units (default: a Sequential's children).
+  UnitPolicy units;
 };
 
 class FullyShardedModel {
@@ -82,13 +99,25 @@ class FullyShardedModel {
   /// parameters into N shards, keeps this rank's, and frees the rest. Every
   /// rank must pass the same model. Move or cast it before, not after.
   /// ConfigError (on every rank) for a model that cannot be sharded this way.
-  FullyShardedModel(torch::nn::Sequential model, ProcessGroup& group, FullShardOptions options = {});
+  FullyShardedModel(std::shared_ptr<torch::nn::Module> model, ProcessGroup& group, FullShardOptions options = {});
+  FullyShardedModel(const torch::nn::Sequential& model, ProcessGroup& group, FullShardOptions options = {});
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
   ~FullyShardedModel();
 
   /// The Sequential's forward, each unit gathered around its own forward.
+  /// ConfigError for a model that is not a Sequential: run its own forward
+  /// between begin_forward() and end_forward().
   at::Tensor forward(const at::Tensor& input);
+
+  /// Around the model's own forward (any module; the prepared model's call
+  /// does this): begin_forward() gathers the root unit (and, in the first
+  /// forward, every unit); end_forward() checks that every unit ran inside
+  /// its ShardedUnitScope and marked its outputs (ConfigError otherwise);
+  /// abort_forward() after a forward that threw.
+  void begin_forward();
+  void end_forward();
+  void abort_forward() noexcept;
 
   /// This rank's shards, one per unit with parameters, in unit order: what an
   /// optimizer steps. Each has its unit's requires_grad.
@@ -110,8 +139,8 @@ class FullyShardedModel {
   /// Clamps every element of the averaged gradient to [-clip_value, clip_value].
   void clip_grad_value_(double clip_value);
 
-  /// The whole model's parameters and buffers under the Sequential's names
-  /// ("0.weight", ...), gathered unit by unit into new tensors on every rank.
+  /// The whole model's parameters and buffers under the model's names
+  /// ("0.weight", "blocks.0.attn.qkv.weight", ...), gathered unit by unit into new tensors on every rank.
   /// Collective; holds the whole model once.
   [[nodiscard]] torch::OrderedDict<std::string, at::Tensor> full_state_dict();
   /// Takes whole tensors under those names (every parameter and buffer must
@@ -140,8 +169,11 @@ class FullyShardedModel {
   /// read the weights through, so that no rank gathers the whole model.
   [[nodiscard]] checkpoint::ShardedWeights sharded_weights() const;
 
-  [[nodiscard]] torch::nn::Sequential module() const { return model_; }
+  [[nodiscard]] const std::shared_ptr<torch::nn::Module>& module() const noexcept { return model_; }
+  /// Units with parameters, the root unit included when it has any.
   [[nodiscard]] std::size_t units() const noexcept;
+  /// Their names: the qualified name of the unit's module ("" for the root).
+  [[nodiscard]] std::vector<std::string> unit_names() const;
   /// Elements of all parameters, and of this rank's shards (padding included).
   [[nodiscard]] std::int64_t total_elements() const noexcept;
   [[nodiscard]] std::int64_t shard_elements() const noexcept;
@@ -151,8 +183,16 @@ class FullyShardedModel {
   [[nodiscard]] std::int64_t whole_gradient_bytes() const noexcept;
 
  private:
+  friend class ShardedUnitScope;
   struct Unit;
   struct Hooks;
+  // The live model and unit index of a module, or {nullptr, 0}.
+  static std::pair<FullyShardedModel*, std::size_t> unit_of(const torch::nn::Module* module);
+  void choose_units(const UnitPolicy& policy);
+  void enter_unit(std::size_t u);
+  void leave_unit(std::size_t u) noexcept;
+  at::Tensor unit_output(std::size_t u, const at::Tensor& output);
+  [[nodiscard]] bool is_inside(std::size_t inner, std::size_t outer) const;
   void before_unit_backward(std::size_t u);
   void gather(Unit& unit);
   void reshard(Unit& unit) noexcept;
@@ -164,16 +204,19 @@ class FullyShardedModel {
   // (ranks the units are cut over, copies of every shard, this rank's copy).
   [[nodiscard]] std::tuple<int, int, int> copies() const;
 
-  torch::nn::Sequential model_;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::shared_ptr<torch::nn::SequentialImpl> sequential_;  // set: forward(x) replays its children
   ProcessGroup& group_;
   FullShardOptions options_;
   static constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
   std::vector<Unit> units_;
-  std::vector<std::size_t> unit_of_child_;  // per child of the Sequential, its unit, or kNoUnit (no parameters)
+  std::size_t root_ = kNoUnit;              // the root unit, when it has parameters
+  std::vector<std::size_t> unit_of_child_;  // per child of the Sequential, its unit, or kNoUnit
   std::vector<std::size_t> launch_order_;   // units with trainable parameters, last first: the same on every rank
   std::size_t next_launch_ = 0;
   bool backward_open_ = false;  // end_of_backward() is queued for the running backward
   int full_ = 0;                // gather_full_parameters() calls not yet released: every unit stays whole
+  bool checked_ = false;        // a first forward found every unit inside its scope
   std::unique_ptr<Hooks> hooks_;
 };
 
