@@ -1,25 +1,10 @@
 #include "checkpoint/hdf5_types.hpp"
 
-#include <array>
-#include <utility>
-
 #include "accelerate/error.hpp"
+#include "detail/dtype_names.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
-
-struct Entry {
-  c10::ScalarType type;
-  std::string_view name;
-};
-
-constexpr std::array kEntries{
-    Entry{c10::ScalarType::Float, "float32"}, Entry{c10::ScalarType::Double, "float64"},
-    Entry{c10::ScalarType::Half, "float16"},  Entry{c10::ScalarType::BFloat16, "bfloat16"},
-    Entry{c10::ScalarType::Char, "int8"},     Entry{c10::ScalarType::Byte, "uint8"},
-    Entry{c10::ScalarType::Short, "int16"},   Entry{c10::ScalarType::Int, "int32"},
-    Entry{c10::ScalarType::Long, "int64"},    Entry{c10::ScalarType::Bool, "bool"},
-};
 
 // A 16-bit IEEE-style float: sign at bit 15, `exponent_bits` of exponent
 // above `mantissa_bits` of mantissa. float16 is (5, 10), bfloat16 is (8, 7).
@@ -38,17 +23,11 @@ Datatype copy_of(hid_t predefined, std::string_view dataset) { return Datatype(H
 
 }  // namespace
 
-std::string_view dtype_name(c10::ScalarType type) {
-  for (const Entry& entry : kEntries) {
-    if (entry.type == type) return entry.name;
-  }
-  return c10::toString(type);
-}
+std::string_view dtype_name(c10::ScalarType type) { return accelerate::detail::describe_dtype(type); }
 
 c10::ScalarType dtype_from_name(std::string_view name, std::string_view where) {
-  for (const Entry& entry : kEntries) {
-    if (entry.name == name) return entry.type;
-  }
+  using accelerate::detail::DtypeFormat;
+  if (const auto type = accelerate::detail::dtype_from_name(name, DtypeFormat::checkpoint)) return *type;
   throw ConfigError(accelerate::detail::where() + " checkpoint: dataset '" + std::string(where) + "' has dtype '" +
                     std::string(name) +
                     "', which this version cannot read. Use a newer Accelerate-HPC or re-save the checkpoint.");

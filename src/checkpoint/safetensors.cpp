@@ -19,6 +19,7 @@
 #include "checkpoint/host_tensor.hpp"
 #include "checkpoint/json.hpp"
 #include "checkpoint/safetensors_format.hpp"
+#include "detail/dtype_names.hpp"
 #include "detail/mpi_runtime.hpp"
 
 namespace accelerate::checkpoint {
@@ -28,49 +29,25 @@ using detail::Json;
 
 namespace {
 
-struct DtypeCode {
-  at::ScalarType type;
-  const char* code;
-};
-constexpr std::array kCodes{DtypeCode{at::kFloat, "F32"}, DtypeCode{at::kDouble, "F64"},
-                            DtypeCode{at::kHalf, "F16"},  DtypeCode{at::kBFloat16, "BF16"},
-                            DtypeCode{at::kChar, "I8"},   DtypeCode{at::kByte, "U8"},
-                            DtypeCode{at::kShort, "I16"}, DtypeCode{at::kInt, "I32"},
-                            DtypeCode{at::kLong, "I64"},  DtypeCode{at::kBool, "BOOL"}};
-
 [[noreturn]] void fail(const std::string& what) {
   throw ConfigError(accelerate::detail::where() + " safetensors: " + what);
 }
 
-const char* code_of(at::ScalarType type, const std::string& name) {
-  for (const auto& entry : kCodes) {
-    if (entry.type == type) return entry.code;
+std::string code_of(at::ScalarType type, const std::string& name) {
+  if (const auto code = accelerate::detail::dtype_name(type, accelerate::detail::DtypeFormat::safetensors)) {
+    return std::string(*code);
   }
   fail("tensor '" + name + "' has dtype " + std::string(c10::toString(type)) + ", which safetensors cannot store.");
 }
 
 at::ScalarType type_of(const std::string& code, const fs::path& file) {
-  for (const auto& entry : kCodes) {
-    if (code == entry.code) return entry.type;
+  if (const auto type = accelerate::detail::dtype_from_name(code, accelerate::detail::DtypeFormat::safetensors)) {
+    return *type;
   }
   fail("'" + file.string() + "' uses dtype " + code + ", which this version cannot read.");
 }
 
-std::string dtype_name_of(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kShort: return "int16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kBool: return "bool";
-    default: return c10::toString(type);
-  }
-}
+std::string dtype_name_of(at::ScalarType type) { return std::string(accelerate::detail::describe_dtype(type)); }
 
 void write_file(const fs::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                 const std::vector<std::size_t>& members) {

@@ -2,14 +2,12 @@
 #include "cli/arguments.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <cstdint>
 #include <iostream>
 #include <sstream>
 #include <system_error>
 
-#include "detail/ascii.hpp"
+#include "detail/byte_size.hpp"
 
 namespace accelerate::cli {
 
@@ -30,35 +28,20 @@ std::string format_error(const std::string& value) {
   return "unknown format '" + value + "' for --to; the supported format is 'safetensors'";
 }
 
+// CLI11 puts the option's name in front of the message.
 std::string size_error(const std::string& value) {
-  if (parse_size(value)) return {};
-  return "'" + value + "' is not a size; write e.g. 5GB, 500MB, 2GiB or a number of bytes (> 0)";
+  const detail::ByteSizeReading size = detail::read_byte_size(value);
+  if (!size.bytes) return size.error;
+  if (*size.bytes == 0) return "'" + value + "' is not a shard size: a shard holds at least 1 byte";
+  return {};
 }
 
 }  // namespace
 
 std::optional<std::uint64_t> parse_size(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15) return std::nullopt;
-  const std::uint64_t number = std::stoull(std::string(text.substr(0, digits)));
-  const std::string unit = detail::ascii_upper(text.substr(digits));
-  static const std::array<std::pair<std::string_view, std::uint64_t>, 9> kUnits{{{"", 1},
-                                                                                 {"B", 1},
-                                                                                 {"KB", 1'000},
-                                                                                 {"MB", 1'000'000},
-                                                                                 {"GB", 1'000'000'000},
-                                                                                 {"KIB", 1ULL << 10},
-                                                                                 {"MIB", 1ULL << 20},
-                                                                                 {"GIB", 1ULL << 30},
-                                                                                 {"TB", 1'000'000'000'000}}};
-  for (const auto& [name, factor] : kUnits) {
-    if (unit == name) {
-      if (number == 0 || number > UINT64_MAX / factor) return std::nullopt;
-      return number * factor;
-    }
-  }
-  return std::nullopt;
+  const std::optional<std::int64_t> bytes = detail::read_byte_size(text).bytes;
+  if (!bytes || *bytes == 0) return std::nullopt;
+  return static_cast<std::uint64_t>(*bytes);
 }
 
 std::unique_ptr<CLI::App> env_app() {

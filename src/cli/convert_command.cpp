@@ -7,7 +7,6 @@
 // against its CRC-32C on the way. Exit codes: 0 done, 1 failure, 2 usage.
 #include <ATen/ATen.h>
 
-#include <array>
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
@@ -29,33 +28,12 @@
 #include "accelerate/runtime/state.hpp"
 #include "cli/arguments.hpp"
 #include "cli/commands.hpp"
+#include "detail/dtype_names.hpp"
 
 namespace accelerate::cli {
 
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;
-
-namespace {
-
-/// The torch dtype of a checkpoint's dtype attribute ("float32", ...).
-std::optional<at::ScalarType> scalar_type_of(std::string_view name) {
-  static const std::array<std::pair<std::string_view, at::ScalarType>, 10> kTypes{{{"float32", at::kFloat},
-                                                                                   {"float64", at::kDouble},
-                                                                                   {"float16", at::kHalf},
-                                                                                   {"bfloat16", at::kBFloat16},
-                                                                                   {"int8", at::kChar},
-                                                                                   {"uint8", at::kByte},
-                                                                                   {"int16", at::kShort},
-                                                                                   {"int32", at::kInt},
-                                                                                   {"int64", at::kLong},
-                                                                                   {"bool", at::kBool}}};
-  for (const auto& [text, type] : kTypes) {
-    if (text == name) return type;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 int run_convert(std::span<const std::string_view> args) {
   ConvertArguments arguments;
@@ -97,7 +75,7 @@ int run_convert(std::span<const std::string_view> args) {
       ++skipped;  // per-rank rows are not model weights
       continue;
     }
-    const auto type = scalar_type_of(entry.spec.dtype);
+    const auto type = detail::dtype_from_name(entry.spec.dtype, detail::DtypeFormat::checkpoint);
     if (!type) {
       return fail("'" + file.string() + ":/" + entry.spec.name + "' has dtype '" + entry.spec.dtype +
                   "', which safetensors cannot store.");

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "accelerate/error.hpp"
+#include "detail/dtype_names.hpp"
 #include "detail/fnv1a.hpp"
 
 namespace accelerate {
@@ -15,21 +16,7 @@ const std::string kRoot = "data";
 
 // --- describing values ---------------------------------------------------------
 
-std::string dtype_name(c10::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(type);
-  }
-}
+std::string dtype_name(c10::ScalarType type) { return std::string(detail::describe_dtype(type)); }
 
 std::string sizes_text(at::IntArrayRef sizes, bool first_free) {
   std::string text = "[";

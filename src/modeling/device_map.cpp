@@ -2,19 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <cmath>
 #include <deque>
 #include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 
 #include <unistd.h>
 
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/module_sizes.hpp"
+#include "detail/byte_size.hpp"
 #include "modeling/module_walk.hpp"
 
 #if ACCELERATE_HAVE_CUDA
@@ -169,50 +167,7 @@ void add_visible_gpus(MaxMemory& out) {
 }  // namespace
 
 std::int64_t convert_file_size_to_int(std::string_view size) {
-  const auto invalid = [&] {
-    return ConfigError(detail::where() + " '" + std::string(size) +
-                       "' is not a size: write a number of bytes or a number with a unit, e.g. 5GB, 1.5GiB, 500MB");
-  };
-  std::string upper(size);
-  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-  struct Unit {
-    std::string_view suffix;
-    double factor;
-    bool decimal;  // KB/MB/GB: a lower-case final "b" means bits
-  };
-  static constexpr Unit kUnits[] = {{"GIB", 1073741824.0, false},
-                                    {"MIB", 1048576.0, false},
-                                    {"KIB", 1024.0, false},
-                                    {"GB", 1e9, true},
-                                    {"MB", 1e6, true},
-                                    {"KB", 1e3, true}};
-  std::string_view number = size;
-  double factor = 1.0;
-  bool bits = false;
-  bool has_unit = false;
-  for (const auto& unit : kUnits) {
-    if (upper.size() > unit.suffix.size() &&
-        std::string_view(upper).substr(upper.size() - unit.suffix.size()) == unit.suffix) {
-      number = size.substr(0, size.size() - unit.suffix.size());
-      factor = unit.factor;
-      bits = unit.decimal && size.back() == 'b';
-      has_unit = true;
-      break;
-    }
-  }
-  if (number.empty()) throw invalid();
-  if (!has_unit) {
-    std::int64_t bytes = 0;
-    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), bytes);
-    if (error != std::errc() || end != number.data() + number.size() || bytes < 0) throw invalid();
-    return bytes;
-  }
-  double value = 0.0;
-  std::istringstream in{std::string(number)};
-  in >> value;
-  if (in.fail() || !in.eof() || !std::isfinite(value) || value < 0 || value * factor > 9.2e18) throw invalid();
-  const auto bytes = static_cast<std::int64_t>(value * factor);
-  return bits ? bytes / 8 : bytes;
+  return detail::parse_byte_size(size, "convert_file_size_to_int");
 }
 
 std::vector<std::string> device_order(const MaxMemory& max_memory) {

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/module_tensors.hpp"
 #include "checkpoint/json.hpp"
+#include "detail/dtype_names.hpp"
 
 namespace accelerate {
 namespace {
@@ -26,39 +26,19 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::detail::Json;
 
-// numpy's name of each dtype an offload folder may hold; bf16, which numpy
-// lacks, is written as its bits and named "bfloat16", as Accelerate does.
-constexpr std::array<std::pair<c10::ScalarType, std::string_view>, 12> kDtypeNames{{
-    {c10::ScalarType::Float, "float32"},
-    {c10::ScalarType::Double, "float64"},
-    {c10::ScalarType::Half, "float16"},
-    {c10::ScalarType::BFloat16, "bfloat16"},
-    {c10::ScalarType::Char, "int8"},
-    {c10::ScalarType::Byte, "uint8"},
-    {c10::ScalarType::Short, "int16"},
-    {c10::ScalarType::Int, "int32"},
-    {c10::ScalarType::Long, "int64"},
-    {c10::ScalarType::Bool, "bool"},
-    {c10::ScalarType::ComplexFloat, "complex64"},
-    {c10::ScalarType::ComplexDouble, "complex128"},
-}};
-
 static_assert(std::endian::native == std::endian::little, "offload files hold little-endian elements");
 
 [[noreturn]] void offload_error(const std::string& what) { throw ConfigError(detail::where() + " offload: " + what); }
 
+// numpy's names (the offload format is numpy memmaps), bf16 as "bfloat16", as Accelerate writes it.
 std::string_view dtype_name(c10::ScalarType type) {
-  for (const auto& [scalar, name] : kDtypeNames) {
-    if (scalar == type) return name;
-  }
+  if (const auto name = detail::dtype_name(type, detail::DtypeFormat::offload)) return *name;
   offload_error(std::string("cannot offload a tensor of dtype ") + c10::toString(type) +
                 "; the offload format holds numpy's dtypes and bfloat16");
 }
 
 c10::ScalarType dtype_of(const std::string& name, const fs::path& source) {
-  for (const auto& [scalar, known] : kDtypeNames) {
-    if (known == name) return scalar;
-  }
+  if (const auto type = detail::dtype_from_name(name, detail::DtypeFormat::offload)) return *type;
   offload_error(source.string() + ": unknown dtype '" + name + "'");
 }
 
