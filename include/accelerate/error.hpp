@@ -5,8 +5,10 @@
 //
 //   [rank 3/8 on node017] <call or component>: <what went wrong>. <what to do>
 //
-// The rank prefix is added by the throwing site (see detail::where()), so a
-// message read from an interleaved multi-rank log still says who raised it.
+// Error's constructor adds the rank prefix (detail::where()), so a message
+// read from an interleaved multi-rank log still says who raised it and no
+// throwing site can leave it out. A message that already starts with one
+// ("[rank r/n on host] " or "[host] ", e.g. relayed from another rank) keeps it.
 #pragma once
 
 #include <stdexcept>
@@ -18,7 +20,8 @@ namespace accelerate {
 /// Base of every exception thrown by Accelerate-HPC.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// `message` with detail::where() in front, unless it already has a prefix.
+  explicit Error(const std::string& message);
 };
 
 /// An MPI call returned an error code. code() is the MPI error code.

@@ -27,7 +27,7 @@ void check_pair(c10::DeviceType device_type, c10::ScalarType dtype) {
   const bool supported = (device_type == c10::DeviceType::CPU && (dtype == c10::kBFloat16 || cpu_half)) ||
                          (device_type == c10::DeviceType::CUDA && (dtype == c10::kHalf || dtype == c10::kBFloat16));
   if (supported) return;
-  throw ConfigError(detail::where() + " AutocastGuard: autocast to " + std::string(c10::toString(dtype)) + " on " +
+  throw ConfigError("AutocastGuard: autocast to " + std::string(c10::toString(dtype)) + " on " +
                     c10::DeviceTypeName(device_type, /*lower_case=*/true) + " is not supported with LibTorch " +
                     torch_version() +
                     ". Use bfloat16 on cpu (float16 too from LibTorch 2.5), or float16/bfloat16 on cuda.");
@@ -35,8 +35,8 @@ void check_pair(c10::DeviceType device_type, c10::ScalarType dtype) {
 
 void check_device(c10::DeviceType device_type, const char* call) {
   if (device_type == c10::DeviceType::CPU || device_type == c10::DeviceType::CUDA) return;
-  throw ConfigError(detail::where() + " " + call + ": device type " +
-                    c10::DeviceTypeName(device_type, /*lower_case=*/true) + " has no autocast here; use cpu or cuda.");
+  throw ConfigError(std::string(call) + ": device type " + c10::DeviceTypeName(device_type, /*lower_case=*/true) +
+                    " has no autocast here; use cpu or cuda.");
 }
 
 void set_enabled(c10::DeviceType device_type, bool enabled) {

@@ -14,7 +14,7 @@ namespace accelerate {
 namespace {
 
 [[noreturn]] void fail(const std::string& call, const std::string& what) {
-  throw ConfigError(detail::where() + " GradScaler::" + call + ": " + what);
+  throw ConfigError("GradScaler::" + call + ": " + what);
 }
 
 void check_kwargs(const GradScalerKwargs& kwargs) {

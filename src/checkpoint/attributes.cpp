@@ -80,8 +80,8 @@ std::optional<AttributeValue> read_attribute(hid_t object, std::string_view name
   // damaged header may declare anything, so sizes are checked before use.
   const std::size_t value_size = H5Tget_size(type.get());
   if ((scalar && count != 1) || count > kMaxAttributeElements || value_size > kMaxAttributeBytes) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: attribute '" + key + "' of '" + std::string(where) +
-                    "' declares " + std::to_string(count) + " values of " + std::to_string(value_size) +
+    throw Hdf5Error("checkpoint: attribute '" + key + "' of '" + std::string(where) + "' declares " +
+                    std::to_string(count) + " values of " + std::to_string(value_size) +
                     " bytes, which no checkpoint holds: the file is damaged.");
   }
   switch (H5Tget_class(type.get())) {
@@ -120,7 +120,7 @@ std::optional<AttributeValue> read_attribute(hid_t object, std::string_view name
     }
     default: break;
   }
-  throw Hdf5Error(accelerate::detail::where() + " checkpoint: attribute '" + key + "' of '" + std::string(where) +
+  throw Hdf5Error("checkpoint: attribute '" + key + "' of '" + std::string(where) +
                   "' has a type this version does not read.");
 }
 

@@ -53,8 +53,7 @@ void throw_if_any_failed(const DeadlineComm& comm, const std::string& problem, s
   if (first == INT_MAX) return;
   std::string text = problem;
   comm.broadcast(text, first, step + " (the failing rank's reason)");
-  throw Error(accelerate::detail::where() + " checkpoint: " + std::string(during) + " failed on rank " +
-              std::to_string(first) + ": " + text);
+  throw Error("checkpoint: " + std::string(during) + " failed on rank " + std::to_string(first) + ": " + text);
 }
 
 // Hidden siblings of a checkpoint directory during a commit: the staged new

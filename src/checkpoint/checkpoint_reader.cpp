@@ -124,17 +124,17 @@ struct CheckpointReader::Impl {
   const IndexedEntry& find(std::string_view name) const {
     const auto it = entries.find(std::string(name));
     if (it == entries.end()) {
-      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + options.file.string() + "' has no entry '" +
-                        std::string(name) + "'. List its entries with 'h5ls -r " + options.file.string() + "'.");
+      throw ConfigError("checkpoint: '" + options.file.string() + "' has no entry '" + std::string(name) +
+                        "'. List its entries with 'h5ls -r " + options.file.string() + "'.");
     }
     return it->second;
   }
 
   [[noreturn]] void corrupted(std::string_view name, std::uint32_t stored, std::uint32_t computed,
                               std::string_view detail) const {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + options.file.string() + "', dataset '/" +
-                    std::string(name) + "' is corrupted" + std::string(detail) + ": CRC-32C of the data is " +
-                    hex(computed) + ", the checkpoint recorded " + hex(stored) +
+    throw Hdf5Error("checkpoint: file '" + options.file.string() + "', dataset '/" + std::string(name) +
+                    "' is corrupted" + std::string(detail) + ": CRC-32C of the data is " + hex(computed) +
+                    ", the checkpoint recorded " + hex(stored) +
                     ". Load an older checkpoint (the newest complete one is found by latest_checkpoint()).");
   }
 
@@ -159,14 +159,13 @@ struct CheckpointReader::Impl {
     const IndexedEntry& entry = find(name);
     const EntryInfo& info = entry.info;
     if (info.kind != EntryKind::Replicated) {
-      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + where(name) +
-                        "' is a per-rank entry; read it with read_per_rank().");
+      throw ConfigError("checkpoint: '" + where(name) + "' is a per-rank entry; read it with read_per_rank().");
     }
     const std::string dtype(dtype_name(destination.scalar_type()));
     const std::vector<std::int64_t> shape(destination.sizes().begin(), destination.sizes().end());
     if (dtype != info.spec.dtype || shape != info.spec.shape) {
-      throw ConfigError(accelerate::detail::where() + " checkpoint: '" + where(name) + "' holds " + info.spec.dtype +
-                        " " + shape_to_string(info.spec.shape) + " but the destination is " + dtype + " " +
+      throw ConfigError("checkpoint: '" + where(name) + "' holds " + info.spec.dtype + " " +
+                        shape_to_string(info.spec.shape) + " but the destination is " + dtype + " " +
                         shape_to_string(shape) + ".");
     }
     return entry;
@@ -232,8 +231,8 @@ struct CheckpointReader::Impl {
       if (failure) {
         const std::size_t i = direct_index[failure->item];
         if (!failure->read_error.empty()) {
-          throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + options.file.string() +
-                          "', dataset '/" + reads[i].first + "' cannot be read: " + failure->read_error +
+          throw Hdf5Error("checkpoint: file '" + options.file.string() + "', dataset '/" + reads[i].first +
+                          "' cannot be read: " + failure->read_error +
                           ". Load an older checkpoint (the newest complete one is found by latest_checkpoint()).");
         }
         corrupted(reads[i].first, found[i]->info.crc32c, failure->computed_crc, "");
@@ -317,7 +316,7 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   // HDF5 and cannot time out: a rank that never comes is named here.
   if (!all_ranks_agree(s.comm, std::filesystem::is_regular_file(options.file, ignored),
                        "CheckpointReader (does the file exist on every rank?)")) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
+    throw Hdf5Error("checkpoint: '" + options.file.string() +
                     "' does not exist on every rank. With save_on_each_node=false the checkpoint directory must "
                     "be on a file system all ranks share.");
   }
@@ -325,8 +324,7 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   s.raw = ReadOnlyDescriptor(options.file);
   const int open_error = s.raw.get() >= 0 ? 0 : errno;
   if (!all_ranks_agree(s.comm, s.raw.get() >= 0, "CheckpointReader (could every rank open the file?)")) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + options.file.string() +
-                    "' cannot be opened for reading on every rank (" +
+    throw Hdf5Error("checkpoint: '" + options.file.string() + "' cannot be opened for reading on every rank (" +
                     (open_error == 0 ? std::string("see the other ranks' errors") : std::strerror(open_error)) +
                     "). Check its permissions.");
   }
@@ -339,14 +337,14 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
   CheckpointHeader& h = s.header;
   h.format = attribute_or<std::string>(read_attribute(root, "format", where), "");
   if (h.format != FORMAT_NAME) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + where + "' is an HDF5 file but not an " +
-                    std::string(FORMAT_NAME) + " checkpoint (root attribute 'format' is '" + h.format + "').");
+    throw Hdf5Error("checkpoint: '" + where + "' is an HDF5 file but not an " + std::string(FORMAT_NAME) +
+                    " checkpoint (root attribute 'format' is '" + h.format + "').");
   }
   h.format_version = attribute_or<std::int64_t>(read_attribute(root, "format_version", where), 0);
   if (h.format_version > FORMAT_VERSION || h.format_version < 1) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + where + "' has format version " +
-                      std::to_string(h.format_version) + "; this library reads versions 1 to " +
-                      std::to_string(FORMAT_VERSION) + ". Use the Accelerate-HPC version that wrote it or newer.");
+    throw ConfigError("checkpoint: '" + where + "' has format version " + std::to_string(h.format_version) +
+                      "; this library reads versions 1 to " + std::to_string(FORMAT_VERSION) +
+                      ". Use the Accelerate-HPC version that wrote it or newer.");
   }
   h.library_version = attribute_or<std::string>(read_attribute(root, "library_version", where), "");
   h.torch_version = attribute_or<std::string>(read_attribute(root, "torch_version", where), "");
@@ -462,13 +460,12 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   const BlockingCallWatchdog watched = s.watch("read_per_rank", name);
   const IndexedEntry& entry = s.find(name);
   if (entry.info.kind != EntryKind::PerRank) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
-                      "' is not a per-rank tensor entry.");
+    throw ConfigError("checkpoint: '" + s.where(name) + "' is not a per-rank tensor entry.");
   }
   if (row < 0) row = per_rank_source_row();
   if (row >= entry.info.rows) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
-                      s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
+    throw ConfigError("checkpoint: row " + std::to_string(row) + " of '" + s.where(name) + "' requested; it has " +
+                      std::to_string(entry.info.rows) + " rows.");
   }
   require_same_on_all_ranks(s.comm, "read per-rank '" + std::string(name) + "'", "read_per_rank");
   at::Tensor result = at::empty(entry.info.spec.shape,
@@ -485,8 +482,8 @@ at::Tensor CheckpointReader::read_per_rank(std::string_view name, int row) {
   const bool ok = !s.options.verify_checksums || computed == stored;
   if (!all_ranks_agree(s.comm, ok, "read_per_rank (did every rank read its row?)")) {
     if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
-                    std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
+    throw Hdf5Error("checkpoint: file '" + s.options.file.string() + "', dataset '/" + std::string(name) +
+                    "' is corrupted in a row another rank read (see that rank's error).");
   }
   if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(result.nbytes()));
   return result;
@@ -497,13 +494,12 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
   const BlockingCallWatchdog watched = s.watch("read_per_rank_bytes", name);
   const IndexedEntry& entry = s.find(name);
   if (entry.info.kind != EntryKind::PerRankBytes) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + s.where(name) +
-                      "' is not a per-rank bytes entry.");
+    throw ConfigError("checkpoint: '" + s.where(name) + "' is not a per-rank bytes entry.");
   }
   if (row < 0) row = per_rank_source_row();
   if (row >= entry.info.rows) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: row " + std::to_string(row) + " of '" +
-                      s.where(name) + "' requested; it has " + std::to_string(entry.info.rows) + " rows.");
+    throw ConfigError("checkpoint: row " + std::to_string(row) + " of '" + s.where(name) + "' requested; it has " +
+                      std::to_string(entry.info.rows) + " rows.");
   }
   require_same_on_all_ranks(s.comm, "read per-rank bytes '" + std::string(name) + "'", "read_per_rank_bytes");
   const std::int64_t width = entry.info.spec.shape.empty() ? 0 : entry.info.spec.shape.front();
@@ -518,8 +514,8 @@ std::vector<std::byte> CheckpointReader::read_per_rank_bytes(std::string_view na
   const bool ok = !s.options.verify_checksums || computed == stored;
   if (!all_ranks_agree(s.comm, ok, "read_per_rank_bytes (did every rank read its row?)")) {
     if (!ok) s.corrupted(name, stored, computed, " (row " + std::to_string(row) + ")");
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: file '" + s.options.file.string() + "', dataset '/" +
-                    std::string(name) + "' is corrupted in a row another rank read (see that rank's error).");
+    throw Hdf5Error("checkpoint: file '" + s.options.file.string() + "', dataset '/" + std::string(name) +
+                    "' is corrupted in a row another rank read (see that rank's error).");
   }
   if (s.options.on_progress) s.options.on_progress(static_cast<std::uint64_t>(width));
   row_bytes.resize(static_cast<std::size_t>(entry.lengths.at(static_cast<std::size_t>(row))));
@@ -550,8 +546,8 @@ KeyReport CheckpointReader::check_keys(std::string_view group, const std::vector
   }
   KeyReport report = compare_keys(expected, found);
   if (strict && !report.empty()) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + impl_->options.file.string() + "' group '" +
-                      std::string(group) + "' does not match the destination (strict loading):\n" + report.to_string() +
+    throw ConfigError("checkpoint: '" + impl_->options.file.string() + "' group '" + std::string(group) +
+                      "' does not match the destination (strict loading):\n" + report.to_string() +
                       "Load with strict=false to load the matching entries only.");
   }
   return report;

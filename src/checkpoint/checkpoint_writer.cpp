@@ -60,8 +60,8 @@ std::string describe(std::string_view kind, std::string_view name, const at::Ten
 void require_values(const at::Tensor& tensor, std::string_view name, const std::string& where) {
   const std::string problem = no_values(tensor);
   if (!problem.empty()) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: '" + std::string(name) + "' in " + where + ": " +
-                      problem + ". Load or gather its values before saving it.");
+    throw ConfigError("checkpoint: '" + std::string(name) + "' in " + where + ": " + problem +
+                      ". Load or gather its values before saving it.");
   }
 }
 

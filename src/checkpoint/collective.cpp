@@ -30,7 +30,7 @@ void require_same_on_all_ranks(const DeadlineComm& comm, std::string_view descri
   std::string all(static_cast<std::size_t>(total), '\0');
   comm.all_gather_bytes_v(description.data(), static_cast<int>(description.size()), all.data(), lengths.data(),
                           offsets.data(), step);
-  std::string message = accelerate::detail::where() + " checkpoint: ranks called " + std::string(call) +
+  std::string message = "checkpoint: ranks called " + std::string(call) +
                         " with different arguments; every rank must save the same entries in the same order:";
   for (int r = 0; r < size; ++r) {
     message += "\n  rank " + std::to_string(r) + ": " +
@@ -88,8 +88,8 @@ std::vector<std::uint32_t> combine_copy_checksums(const DeadlineComm& comm, cons
     for (; piece != all.end() && piece->copy == copy; ++piece) {
       if (piece->count == 0) continue;
       if (piece->offset != next) {
-        throw ConfigError(accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) +
-                          "'" + which + " must cover its " + std::to_string(total) + " elements exactly once, but " +
+        throw ConfigError("checkpoint: the ranks' pieces of '" + std::string(where) + "'" + which + " must cover its " +
+                          std::to_string(total) + " elements exactly once, but " +
                           (piece->offset > next ? "elements " + std::to_string(next) + " to " +
                                                       std::to_string(piece->offset - 1) + " are in no piece"
                                                 : "element " + std::to_string(piece->offset) + " is in two pieces") +
@@ -100,8 +100,8 @@ std::vector<std::uint32_t> combine_copy_checksums(const DeadlineComm& comm, cons
     }
     if (next != total) {
       throw ConfigError(
-          accelerate::detail::where() + " checkpoint: the ranks' pieces of '" + std::string(where) + "'" + which +
-          " must cover its " + std::to_string(total) + " elements exactly once, but they " +
+          "checkpoint: the ranks' pieces of '" + std::string(where) + "'" + which + " must cover its " +
+          std::to_string(total) + " elements exactly once, but they " +
           (next > total ? "reach element " + std::to_string(next - 1) : "end at element " + std::to_string(next)) +
           ".");
     }

@@ -42,7 +42,7 @@ void locate_raw_bytes(hid_t dataset, IndexedEntry& entry, const std::string& whe
 }
 
 [[noreturn]] void damaged(const std::string& where, const std::string& what) {
-  throw Hdf5Error(accelerate::detail::where() + " checkpoint: '" + where + "' is damaged: " + what +
+  throw Hdf5Error("checkpoint: '" + where + "' is damaged: " + what +
                   ". Restore the checkpoint from a copy, or resume from an earlier one.");
 }
 
@@ -115,7 +115,7 @@ herr_t index_link(hid_t root, const char* name, const LinkInfo* info, void* data
   try {
     const std::string where = context.file + ":/" + name;
     const hid_t object = H5Oopen(root, name, H5P_DEFAULT);
-    if (object < 0) throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot open '" + where + "'");
+    if (object < 0) throw Hdf5Error("checkpoint: cannot open '" + where + "'");
     if (H5Iget_type(object) != H5I_DATASET) {
       H5Oclose(object);
       return 0;
@@ -176,7 +176,7 @@ std::map<std::string, IndexedEntry> index_entries(hid_t root, const std::string&
   const herr_t status = H5Lvisit(root, H5_INDEX_NAME, H5_ITER_INC, index_link, &context);
   if (context.damage) std::rethrow_exception(context.damage);
   if (status < 0) {
-    throw Hdf5Error(accelerate::detail::where() + " checkpoint: cannot index '" + where +
+    throw Hdf5Error("checkpoint: cannot index '" + where +
                     "': " + (context.error.empty() ? "H5Lvisit failed" : context.error));
   }
   return entries;

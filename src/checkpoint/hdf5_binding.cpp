@@ -38,13 +38,13 @@ void require_single_parallel_hdf5() {
   static const bool checked = [] {
     const Bindings& b = bindings();
     if (b.create != b.mpio || b.create != b.properties) {
-      throw Hdf5Error(accelerate::detail::where() +
-                      " checkpoint: the HDF5 functions used by Accelerate-HPC come from different libraries "
-                      "(H5Fcreate from '" +
-                      b.create + "', H5Pset_fapl_mpio from '" + b.mpio + "', H5Pcreate from '" + b.properties +
-                      "'). A serial HDF5 without symbol versions was loaded before the parallel one. Link "
-                      "the parallel HDF5 before LibTorch (or LD_PRELOAD it), or use an HDF5 built with "
-                      "symbol versioning.");
+      throw Hdf5Error(
+          "checkpoint: the HDF5 functions used by Accelerate-HPC come from different libraries "
+          "(H5Fcreate from '" +
+          b.create + "', H5Pset_fapl_mpio from '" + b.mpio + "', H5Pcreate from '" + b.properties +
+          "'). A serial HDF5 without symbol versions was loaded before the parallel one. Link "
+          "the parallel HDF5 before LibTorch (or LD_PRELOAD it), or use an HDF5 built with "
+          "symbol versioning.");
     }
     return true;
   }();

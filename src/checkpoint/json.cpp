@@ -22,8 +22,8 @@ constexpr int kMaxDepth = 64;
 // pass the position with them.
 [[noreturn]] void malformed(std::string_view source, std::size_t byte, std::string_view what) {
   const std::string at = byte == std::string_view::npos ? "" : " at byte " + std::to_string(byte);
-  throw ConfigError(accelerate::detail::where() + " checkpoint: malformed JSON in '" + std::string(source) + "'" + at +
-                    ": " + std::string(what) + ".");
+  throw ConfigError("checkpoint: malformed JSON in '" + std::string(source) + "'" + at + ": " + std::string(what) +
+                    ".");
 }
 
 // Builds a Json straight from nlohmann's SAX events: no intermediate
@@ -116,7 +116,7 @@ class Builder final : public nlohmann::json_sax<Library> {
 };
 
 [[noreturn]] void wrong_type(std::string_view wanted) {
-  throw ConfigError(accelerate::detail::where() + " checkpoint: JSON value is not " + std::string(wanted) + ".");
+  throw ConfigError("checkpoint: JSON value is not " + std::string(wanted) + ".");
 }
 
 }  // namespace
@@ -154,7 +154,7 @@ std::string Json::dump() const {
     // Compact; non-finite numbers become null; whole doubles keep ".0".
     return to_library(*this).dump();
   } catch (const nlohmann::json::exception& error) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: cannot write JSON: " + error.what() +
+    throw ConfigError(std::string("checkpoint: cannot write JSON: ") + error.what() +
                       " (names and strings must be UTF-8).");
   }
 }

@@ -9,7 +9,7 @@ namespace accelerate::checkpoint::detail {
 namespace {
 
 [[noreturn]] void manifest_error(std::string_view source, const std::string& what) {
-  throw ConfigError(accelerate::detail::where() + " checkpoint: '" + std::string(source) + "' " + what +
+  throw ConfigError("checkpoint: '" + std::string(source) + "' " + what +
                     " The checkpoint is incomplete or damaged; resume from another one.");
 }
 

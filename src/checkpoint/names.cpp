@@ -24,8 +24,8 @@ void validate_dataset_name(std::string_view name, const std::filesystem::path& f
     }
   }
   if (problem.empty()) return;
-  throw ConfigError(accelerate::detail::where() + " checkpoint: entry name '" + std::string(name) + "' for '" +
-                    file.string() + "' " + std::string(problem) +
+  throw ConfigError("checkpoint: entry name '" + std::string(name) + "' for '" + file.string() + "' " +
+                    std::string(problem) +
                     ". Use names like 'pytorch_model/fc1.weight' (groups separated by single '/').");
 }
 

@@ -12,9 +12,7 @@ void ProjectConfiguration::set_directories(const std::string& directory) {
 }
 
 void ProjectConfiguration::validate() const {
-  auto fail = [](const std::string& what) {
-    throw ConfigError(accelerate::detail::where() + " ProjectConfiguration: " + what);
-  };
+  auto fail = [](const std::string& what) { throw ConfigError("ProjectConfiguration: " + what); };
   if (automatic_checkpoint_naming && project_dir.empty()) {
     fail(
         "automatic_checkpoint_naming=true needs project_dir (checkpoints go to <project_dir>/checkpoints). "

@@ -27,7 +27,7 @@ constexpr std::string_view kDamaged =
     " The file is damaged or was not written by a safetensors writer; export it again.";
 
 [[noreturn]] void fail(std::string_view file, const std::string& what) {
-  throw ConfigError(accelerate::detail::where() + " safetensors: '" + std::string(file) + "': " + what);
+  throw ConfigError("safetensors: '" + std::string(file) + "': " + what);
 }
 
 // Member `key` of the header entry `name`, which must exist.

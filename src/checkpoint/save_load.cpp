@@ -20,9 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void fail_save_load(const std::string& what) {
-  throw ConfigError(accelerate::detail::where() + " " + what);
-}
+[[noreturn]] void fail_save_load(const std::string& what) { throw ConfigError(what); }
 
 // torch.save's files (and torch::pickle_save's) are zip archives.
 bool is_zip(const fs::path& file) {

@@ -27,7 +27,7 @@ void require_valid_pieces(const accelerate::detail::DeadlineComm& comm, std::vec
     }
   }
   if (!all_ranks_agree(comm, problem.empty(), std::string(call) + " (are every rank's pieces valid?)")) {
-    throw ConfigError(accelerate::detail::where() + " checkpoint: " + std::string(call) + " of '" + where +
+    throw ConfigError("checkpoint: " + std::string(call) + " of '" + where +
                       "': " + (problem.empty() ? "another rank's pieces are invalid (see its error)" : problem) + ".");
   }
 }

@@ -78,7 +78,7 @@ void verify_collective(MPI_Comm control, std::string_view group, std::string_vie
   const bool consistent =
       std::all_of(all.begin(), all.end(), [&](const Signature& other) { return agree(all.front(), other, rule); });
   if (consistent) return;
-  std::string message = where() + " Cannot apply " + std::string(operation) + " on group '" + std::string(group) +
+  std::string message = "Cannot apply " + std::string(operation) + " on group '" + std::string(group) +
                         "': the processes disagree on what to do (ACCELERATE_DEBUG_MODE check).";
   for (int r = 0; r < size; ++r)
     message += "\n  - Process " + std::to_string(r) + ": " + render(all[static_cast<std::size_t>(r)]);

@@ -14,7 +14,7 @@ std::string shape_of(const at::Tensor& tensor) {
 
 void check_same_dtype(const at::Tensor& output, const at::Tensor& input, const char* operation) {
   if (output.scalar_type() != input.scalar_type()) {
-    throw ConfigError(where() + " " + operation + ": output dtype " + std::string(c10::toString(output.scalar_type())) +
+    throw ConfigError(std::string(operation) + ": output dtype " + std::string(c10::toString(output.scalar_type())) +
                       " differs from input dtype " + std::string(c10::toString(input.scalar_type())) +
                       "; allocate the output with the input's dtype.");
   }
@@ -23,7 +23,7 @@ void check_same_dtype(const at::Tensor& output, const at::Tensor& input, const c
 void check_numel(const at::Tensor& tensor, int64_t expected, const char* operation, const char* role,
                  const std::string& rule) {
   if (tensor.numel() != expected) {
-    throw ConfigError(where() + " " + operation + ": the " + role + " tensor " + shape_of(tensor) + " has " +
+    throw ConfigError(std::string(operation) + ": the " + role + " tensor " + shape_of(tensor) + " has " +
                       std::to_string(tensor.numel()) + " elements but " + std::to_string(expected) + " are needed (" +
                       rule + ").");
   }

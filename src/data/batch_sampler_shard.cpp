@@ -23,7 +23,7 @@ namespace {
 using std::int64_t;
 
 [[noreturn]] void sampler_error(std::string_view component, const std::string& what) {
-  throw ConfigError(detail::where() + " " + std::string(component) + ": " + what);
+  throw ConfigError(std::string(component) + ": " + what);
 }
 
 }  // namespace

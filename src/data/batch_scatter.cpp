@@ -29,9 +29,7 @@ constexpr char kPayloadDict = 'D';
 constexpr char kPayloadList = 'L';
 constexpr char kPayloadTuple = 'U';
 
-[[noreturn]] void scatter_error(const std::string& what) {
-  throw ConfigError(detail::where() + " DataLoaderDispatcher: " + what);
-}
+[[noreturn]] void scatter_error(const std::string& what) { throw ConfigError("DataLoaderDispatcher: " + what); }
 
 std::string scatter_type_name(const c10::IValue& value) {
   if (value.isNone()) return "None";
@@ -128,7 +126,7 @@ class PayloadReader {
 };
 
 [[noreturn]] void wrong_payload(const std::string& expected) {
-  throw Error(detail::where() + " DataLoaderDispatcher: received a batch that is not " + expected +
+  throw Error("DataLoaderDispatcher: received a batch that is not " + expected +
               " (the processes build loaders of different batch types; please report it).");
 }
 
@@ -369,7 +367,7 @@ std::optional<BatchScatter::Slice> BatchScatter::exchange(std::optional<Global> 
                                  " rows, which is not a positive multiple of the " + std::to_string(size_) +
                                  " processes (an error in the dispatcher; please report it).";
         broadcast_failure(text, kOtherFailure);
-        throw Error(detail::where() + " BatchScatter: " + text);
+        throw Error("BatchScatter: " + text);
       }
       Layout now = Layout::of(batch);
       check_layout(batch, now);
@@ -391,10 +389,8 @@ std::optional<BatchScatter::Slice> BatchScatter::exchange(std::optional<Global> 
   if (header[0] == kFailure) {
     c10::IValue text;
     group_->broadcast_object(text, 0);
-    const std::string message = detail::where() +
-                                " DataLoaderDispatcher: the main process (rank 0), which loads "
-                                "the batches, failed: " +
-                                text.toStringRef();
+    const std::string message =
+        "DataLoaderDispatcher: the main process (rank 0), which loads the batches, failed: " + text.toStringRef();
     if (header[1] == kConfigFailure) throw ConfigError(message);
     throw Error(message);
   }
@@ -429,7 +425,7 @@ std::optional<BatchScatter::Slice> BatchScatter::exchange(std::optional<Global> 
 }
 
 std::optional<BatchScatter::Slice> BatchScatter::receive_slice(const std::vector<std::int64_t>& header) {
-  if (!last_) throw Error(detail::where() + " BatchScatter: a slice arrived before its description.");
+  if (!last_) throw Error("BatchScatter: a slice arrived before its description.");
   const Layout& layout = *last_;
   Slice slice{{layout.structure, {}, {}}, header[2], header[3] != 0};
   for (std::size_t i = 0; i < layout.dtypes.size(); ++i) {

@@ -196,7 +196,7 @@ std::string kind_of(const c10::IValue& value) {
 }  // namespace
 
 void loader_error(std::string_view component, const std::string& what) {
-  throw ConfigError(where() + " " + std::string(component) + ": " + what);
+  throw ConfigError(std::string(component) + ": " + what);
 }
 
 std::string element_field(const std::string& field, std::size_t index) {

@@ -19,8 +19,7 @@ std::uint64_t choose_data_seed(const DataLoaderConfiguration& config, bool shuff
   // every rank (docs/data-loading.md, "The data seed").
   if (const std::optional<std::uint64_t> seeded = base_seed()) return *seeded;
   if (state == nullptr && num_processes > 1) {
-    throw ConfigError(where() + " " + std::string(component) +
-                      ": a seeded order (shuffle, or a sampler) without a data_seed on " +
+    throw ConfigError(std::string(component) + ": a seeded order (shuffle, or a sampler) without a data_seed on " +
                       std::to_string(num_processes) +
                       " processes needs a State to broadcast a drawn seed, but the loader was built from a "
                       "DataLoaderPlacement. Set DataLoaderConfiguration::data_seed (the same on every rank), or "

@@ -19,7 +19,7 @@ namespace {
 using std::int64_t;
 
 [[noreturn]] void state_error(std::string_view component, const std::string& what) {
-  throw ConfigError(detail::where() + " " + std::string(component) + ": " + what);
+  throw ConfigError(std::string(component) + ": " + what);
 }
 
 std::string str(int64_t value) { return std::to_string(value); }

@@ -20,11 +20,11 @@ using std::uint64_t;
 
 void check_size_and_epoch(std::string_view component, int64_t dataset_size, int64_t epoch) {
   if (dataset_size < 0) {
-    throw ConfigError(detail::where() + " " + std::string(component) + ": the dataset size is " +
-                      std::to_string(dataset_size) + "; it cannot be negative. Pass the number of samples.");
+    throw ConfigError(std::string(component) + ": the dataset size is " + std::to_string(dataset_size) +
+                      "; it cannot be negative. Pass the number of samples.");
   }
   if (epoch < 0) {
-    throw ConfigError(detail::where() + " " + std::string(component) + ": the epoch is " + std::to_string(epoch) +
+    throw ConfigError(std::string(component) + ": the epoch is " + std::to_string(epoch) +
                       "; epochs count from 0. Pass the index of the epoch about to start.");
   }
 }

@@ -9,7 +9,7 @@ namespace accelerate::detail {
 void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
   // Clear a non-sticky error so the next, unrelated call does not report it again.
   cudaGetLastError();
-  std::string message = where() + " " + call + " failed (" + file + ":" + std::to_string(line) +
+  std::string message = std::string(call) + " failed (" + file + ":" + std::to_string(line) +
                         "): " + cudaGetErrorName(code) + ": " + cudaGetErrorString(code) + ".";
   if (code == cudaErrorNoDevice || code == cudaErrorInsufficientDriver || code == cudaErrorInvalidDevice) {
     message +=

@@ -23,7 +23,7 @@ void throw_hdf5_error(const char* call, std::string_view object, const char* fil
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, append_frame, &stack);
   H5Eclear2(H5E_DEFAULT);
   std::string message =
-      where() + " " + call + " failed on '" + std::string(object) + "' (" + file + ":" + std::to_string(line) + ")";
+      std::string(call) + " failed on '" + std::string(object) + "' (" + file + ":" + std::to_string(line) + ")";
   if (!stack.empty()) message += ": " + stack;
   message +=
       ". Check that the path exists and is writable on every rank, and that the file is a "

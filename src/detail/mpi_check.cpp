@@ -12,7 +12,7 @@ void throw_mpi_error(int code, const char* call, const char* file, int line) {
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
   int error_class = code;
   MPI_Error_class(code, &error_class);
-  std::string message = where() + " " + call + " failed (" + file + ":" + std::to_string(line) + "): MPI error " +
+  std::string message = std::string(call) + " failed (" + file + ":" + std::to_string(line) + "): MPI error " +
                         std::to_string(code) + ": " + std::string(text, length) + ".";
   if (error_class == MPI_ERR_TRUNCATE || error_class == MPI_ERR_COUNT || error_class == MPI_ERR_TYPE) {
     message +=

@@ -8,7 +8,7 @@ namespace accelerate::detail {
 
 void throw_nccl_error(ncclResult_t code, ncclComm_t comm, const char* call, const char* file, int line) {
   std::string message =
-      where() + " " + call + " failed (" + file + ":" + std::to_string(line) + "): " + ncclGetErrorString(code);
+      std::string(call) + " failed (" + file + ":" + std::to_string(line) + "): " + ncclGetErrorString(code);
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
   message += ", NCCL " + std::string(nccl_runtime_version()) + ".";

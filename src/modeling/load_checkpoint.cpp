@@ -15,9 +15,7 @@
 namespace accelerate {
 namespace {
 
-[[noreturn]] void load_error(const std::string& what) {
-  throw ConfigError(detail::where() + " load_checkpoint_in_model: " + what);
-}
+[[noreturn]] void load_error(const std::string& what) { throw ConfigError("load_checkpoint_in_model: " + what); }
 
 c10::Device torch_device(const std::string& device) {
   if (device == "cpu") return c10::Device(c10::kCPU);

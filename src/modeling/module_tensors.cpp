@@ -13,7 +13,7 @@ namespace accelerate {
 namespace {
 
 [[noreturn]] void tensor_error(const std::string& tensor_name, const std::string& what) {
-  throw ConfigError(detail::where() + " set_module_tensor_to_device('" + tensor_name + "'): " + what);
+  throw ConfigError("set_module_tensor_to_device('" + tensor_name + "'): " + what);
 }
 
 // The registered tensor itself (a handle on the same tensor as the module's

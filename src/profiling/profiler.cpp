@@ -35,14 +35,13 @@ std::set<impl::ActivityType> activities_of(const ProfileKwargs& options, bool cu
       activities.insert(impl::ActivityType::CPU);
     } else if (name == "cuda") {
       if (!cuda) {
-        throw ConfigError(detail::where() +
-                          " ProfileKwargs::activities: \"cuda\" was asked for, but this Accelerator runs on the "
-                          "CPU. Leave activities empty (the device's own) or use \"cpu\".");
+        throw ConfigError(
+            "ProfileKwargs::activities: \"cuda\" was asked for, but this Accelerator runs on the "
+            "CPU. Leave activities empty (the device's own) or use \"cpu\".");
       }
       activities.insert(impl::ActivityType::CUDA);
     } else {
-      throw ConfigError(detail::where() + " ProfileKwargs::activities: '" + name +
-                        "' is not an activity. Use \"cpu\" and/or \"cuda\".");
+      throw ConfigError("ProfileKwargs::activities: '" + name + "' is not an activity. Use \"cpu\" and/or \"cuda\".");
     }
   }
   return activities;
@@ -51,10 +50,10 @@ std::set<impl::ActivityType> activities_of(const ProfileKwargs& options, bool cu
 void check_schedule(const ProfileSchedule& schedule) {
   if (schedule.wait < 0 || schedule.warmup < 0 || schedule.active < 1 || schedule.repeat < 0 ||
       schedule.skip_first < 0) {
-    throw ConfigError(detail::where() + " ProfileKwargs::schedule_option {wait " + std::to_string(schedule.wait) +
-                      ", warmup " + std::to_string(schedule.warmup) + ", active " + std::to_string(schedule.active) +
-                      ", repeat " + std::to_string(schedule.repeat) + ", skip_first " +
-                      std::to_string(schedule.skip_first) + "}: active must be at least 1 and the others at least 0.");
+    throw ConfigError("ProfileKwargs::schedule_option {wait " + std::to_string(schedule.wait) + ", warmup " +
+                      std::to_string(schedule.warmup) + ", active " + std::to_string(schedule.active) + ", repeat " +
+                      std::to_string(schedule.repeat) + ", skip_first " + std::to_string(schedule.skip_first) +
+                      "}: active must be at least 1 and the others at least 0.");
   }
 }
 
@@ -107,7 +106,7 @@ void write_chrome_trace(const kineto::ProfilerResult& result, const std::filesys
       -1, ' ', false, nlohmann::json::error_handler_t::replace);
   out.flush();
   if (!out) {
-    throw ConfigError(detail::where() + " profiler: cannot write the trace '" + path.string() +
+    throw ConfigError("profiler: cannot write the trace '" + path.string() +
                       "'. Check ProfileKwargs::output_trace_dir and free space.");
   }
 }
@@ -162,14 +161,14 @@ Profiler::Profiler(ProfileKwargs options, int process_index, bool cuda)
     std::error_code error;
     std::filesystem::create_directories(options_.output_trace_dir, error);
     if (error) {
-      throw ConfigError(detail::where() + " ProfileKwargs::output_trace_dir: cannot create '" +
-                        options_.output_trace_dir + "': " + error.message() + ".");
+      throw ConfigError("ProfileKwargs::output_trace_dir: cannot create '" + options_.output_trace_dir +
+                        "': " + error.message() + ".");
     }
   }
   if (g_profiler_running.exchange(true)) {
-    throw ConfigError(detail::where() +
-                      " profile(): another profiler is running in this process. Stop it first (one LibTorch "
-                      "profiler per process).");
+    throw ConfigError(
+        "profile(): another profiler is running in this process. Stop it first (one LibTorch "
+        "profiler per process).");
   }
   try {
     enter(phase_at(0));
@@ -237,7 +236,7 @@ void Profiler::finish_recording() {
 
 void Profiler::step() {
   if (stopped_) {
-    throw ConfigError(detail::where() + " Profiler::step: the profiler was stopped. Call profile() again.");
+    throw ConfigError("Profiler::step: the profiler was stopped. Call profile() again.");
   }
   step_range_.reset();
   ++step_;

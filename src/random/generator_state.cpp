@@ -22,7 +22,7 @@ void set_generator_state(at::Generator& generator, const at::Tensor& state, cons
     const std::string saved =
         state.defined() ? std::to_string(state.numel()) + " × " + std::string(c10::toString(state.scalar_type()))
                         : std::string("undefined");
-    throw ConfigError(where() + " " + call + ": a generator state of " + saved + " does not fit this generator (" +
+    throw ConfigError(std::string(call) + ": a generator state of " + saved + " does not fit this generator (" +
                       std::to_string(current.numel()) +
                       " × Byte). Restore into a generator of the kind that was saved.");
   }

@@ -44,10 +44,10 @@ std::uint64_t job_seed_of(const char* identity) noexcept {
 std::uint64_t seed_from_job() {
   const std::string identity = job_identity();
   if (identity.empty()) {
-    throw ConfigError(detail::where() +
-                      " seed_from_job: no batch-scheduler job id in the environment (looked for "
-                      "SLURM_ARRAY_JOB_ID+SLURM_ARRAY_TASK_ID, SLURM_JOB_ID, PBS_JOBID). Outside a Slurm or PBS "
-                      "job, pass a seed to set_seed explicitly or call seed_from_job(fallback).");
+    throw ConfigError(
+        "seed_from_job: no batch-scheduler job id in the environment (looked for "
+        "SLURM_ARRAY_JOB_ID+SLURM_ARRAY_TASK_ID, SLURM_JOB_ID, PBS_JOBID). Outside a Slurm or PBS "
+        "job, pass a seed to set_seed explicitly or call seed_from_job(fallback).");
   }
   return job_seed_of(identity.c_str());
 }

@@ -16,7 +16,7 @@ constexpr const char* kCudaKey = "torch_cuda_manual_seed";
 constexpr const char* kGeneratorKey = "generator";
 
 [[noreturn]] void rng_state_error(const std::string& call, const std::string& what) {
-  throw ConfigError(detail::where() + " " + call + ": " + what);
+  throw ConfigError(call + ": " + what);
 }
 
 // Built by appending: GCC 12 reports false -Warray-bounds for chains of

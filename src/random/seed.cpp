@@ -35,9 +35,9 @@ std::optional<std::uint64_t> base_seed() noexcept {
 void set_seed(std::uint64_t seed, bool device_specific, bool deterministic, const State* state) {
   if (device_specific) {
     if (state == nullptr) {
-      throw ConfigError(detail::where() +
-                        " set_seed: device_specific = true adds the rank to the seed and needs the State; pass it "
-                        "as the fourth argument.");
+      throw ConfigError(
+          "set_seed: device_specific = true adds the rank to the seed and needs the State; pass it "
+          "as the fourth argument.");
     }
   }
   last_seed.store(seed);

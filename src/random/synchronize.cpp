@@ -83,7 +83,7 @@ void synchronize_rng_states(const std::vector<std::string>& rng_types, ProcessGr
   group.all_reduce(agreed, max);
   const auto* all = agreed.data_ptr<std::int64_t>();
 
-  const std::string prefix = detail::where() + " " + call + ": ";
+  const std::string prefix = call + ": ";
   if (all[kBadName] != 0) {
     if (local_error) throw ConfigError(*local_error);
     throw ConfigError(prefix +

@@ -29,7 +29,7 @@ std::vector<long> parse_version(std::string_view text) {
     position = dot + 1;
   }
   if (parts.empty()) {
-    throw ConfigError(detail::where() + " version '" + std::string(text) +
+    throw ConfigError("version '" + std::string(text) +
                       "' is not a dotted version number such as \"2.1\" or \"1.13.0\".");
   }
   return parts;
@@ -70,8 +70,7 @@ bool compare_versions(std::string_view left, std::string_view operation, std::st
   if (operation == "!=") return a != b;
   if (operation == ">=") return a >= b;
   if (operation == ">") return a > b;
-  throw ConfigError(detail::where() + " version comparison '" + std::string(operation) +
-                    "' is not one of <, <=, ==, !=, >=, >.");
+  throw ConfigError("version comparison '" + std::string(operation) + "' is not one of <, <=, ==, !=, >=, >.");
 }
 
 bool is_torch_version(std::string_view operation, std::string_view version) {

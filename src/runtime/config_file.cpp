@@ -44,7 +44,7 @@ fs::path expand_home(const std::string& text, const char* variable) {
   if (text.empty() || text[0] != '~' || (text.size() > 1 && text[1] != '/')) return fs::path(text);
   const std::optional<std::string> home = non_empty_env("HOME");
   if (!home) {
-    throw ConfigError(detail::where() + " " + variable + "='" + text +
+    throw ConfigError(std::string(variable) + "='" + text +
                       "' starts with '~' but HOME is not set. Write the path out in full.");
   }
   return fs::path(*home + text.substr(1));
@@ -59,7 +59,7 @@ struct Position {
 };
 
 [[noreturn]] void fail_at(const Position& at, std::string_view key, const std::string& problem) {
-  std::string message = detail::where() + " config file '" + at.source.string() + "', line " + std::to_string(at.line);
+  std::string message = "config file '" + at.source.string() + "', line " + std::to_string(at.line);
   if (!key.empty()) message += ", key '" + std::string(key) + "'";
   message += ": " + problem;
   throw ConfigError(message);
@@ -387,7 +387,7 @@ void expect_one_document(const std::string& yaml, const fs::path& source) {
   const std::string problem = "this is not valid YAML (" + error.msg +
                               "). Check the quotes, colons and indentation on this line and the one before.";
   if (error.mark.is_null()) {
-    throw ConfigError(detail::where() + " config file '" + source.string() + "': " + problem);
+    throw ConfigError("config file '" + source.string() + "': " + problem);
   }
   fail_at({source, error.mark.line + 1}, "", problem);
 }
@@ -401,8 +401,8 @@ std::string quote(std::string_view text) {
 }
 
 [[noreturn]] void fail_io(const std::string& what, const fs::path& path, int error) {
-  throw ConfigError(detail::where() + " config file: cannot " + what + " '" + path.string() +
-                    "': " + std::strerror(error) + ". Check the directory's permissions, or choose another " +
+  throw ConfigError("config file: cannot " + what + " '" + path.string() + "': " + std::strerror(error) +
+                    ". Check the directory's permissions, or choose another " +
                     "location (--config_file or ACCELERATE_CONFIG_FILE).");
 }
 
@@ -455,9 +455,9 @@ ConfigFileLocation locate_default_config_file() {
   if (auto home = non_empty_env("HOME")) {
     return {fs::path(*home) / ".cache" / "huggingface" / "accelerate" / name, "HOME"};
   }
-  throw ConfigError(detail::where() +
-                    " config file: none of ACCELERATE_CONFIG_FILE, HF_HOME, XDG_CACHE_HOME and HOME is set, so "
-                    "there is no default location. Set ACCELERATE_CONFIG_FILE to the file's path.");
+  throw ConfigError(
+      "config file: none of ACCELERATE_CONFIG_FILE, HF_HOME, XDG_CACHE_HOME and HOME is set, so "
+      "there is no default location. Set ACCELERATE_CONFIG_FILE to the file's path.");
 }
 
 fs::path default_config_file() { return locate_default_config_file().path; }
@@ -534,12 +534,11 @@ std::optional<ConfigFile> load_config_file(const fs::path& path) {
   if (status.type() == fs::file_type::not_found) return std::nullopt;
   if (error) fail_io("inspect", path, error.value());
   if (fs::is_directory(status)) {
-    throw ConfigError(detail::where() + " config file '" + path.string() +
-                      "' is a directory. Name the YAML file itself.");
+    throw ConfigError("config file '" + path.string() + "' is a directory. Name the YAML file itself.");
   }
   if (const std::uintmax_t size = fs::file_size(path, error); !error && size > kMaxConfigFileBytes) {
-    throw ConfigError(detail::where() + " config file '" + path.string() + "' is " + std::to_string(size) +
-                      " bytes, more than the " + std::to_string(kMaxConfigFileBytes) +
+    throw ConfigError("config file '" + path.string() + "' is " + std::to_string(size) + " bytes, more than the " +
+                      std::to_string(kMaxConfigFileBytes) +
                       " a configuration file may have. Name the YAML configuration file, not another file.");
   }
   std::ifstream in(path, std::ios::binary);
@@ -553,7 +552,7 @@ std::optional<ConfigFile> load_config_file(const fs::path& path) {
 ConfigFile require_config_file(const fs::path& path) {
   std::optional<ConfigFile> config = load_config_file(path);
   if (!config) {
-    throw ConfigError(detail::where() + " config file '" + path.string() +
+    throw ConfigError("config file '" + path.string() +
                       "' does not exist. Create it with 'accelerate-hpc config --config_file " + path.string() +
                       "', or correct the path.");
   }
@@ -565,7 +564,7 @@ std::optional<ConfigFile> load_default_config_file() {
   if (location.origin == "ACCELERATE_CONFIG_FILE") {
     std::optional<ConfigFile> config = load_config_file(location.path);
     if (!config) {
-      throw ConfigError(detail::where() + " ACCELERATE_CONFIG_FILE names '" + location.path.string() +
+      throw ConfigError("ACCELERATE_CONFIG_FILE names '" + location.path.string() +
                         "', which does not exist. Create it with 'accelerate-hpc config', correct the path, or "
                         "unset the variable.");
     }
@@ -627,7 +626,7 @@ ConfigFile basic_config(std::string_view mixed_precision) {
   try {
     config.mixed_precision = std::string(to_string(parse_mixed_precision(mixed_precision)));
   } catch (const ConfigError&) {
-    throw ConfigError(detail::where() + " write_basic_config: mixed_precision '" + std::string(mixed_precision) +
+    throw ConfigError("write_basic_config: mixed_precision '" + std::string(mixed_precision) +
                       "' is not accepted. Use one of: no, fp16, bf16 (fp8 is not supported).");
   }
   config.use_cpu = !is_cuda_available();

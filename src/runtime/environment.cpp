@@ -21,8 +21,8 @@ void set_or_unset(const std::string& name, const std::optional<std::string>& val
 }
 
 [[noreturn]] void bad_value(const std::string& name, const std::string& value, const std::string& expected) {
-  throw ConfigError(detail::where() + " environment variable " + name + "='" + value + "' is invalid: expected " +
-                    expected + ". Fix or unset it.");
+  throw ConfigError("environment variable " + name + "='" + value + "' is invalid: expected " + expected +
+                    ". Fix or unset it.");
 }
 
 }  // namespace

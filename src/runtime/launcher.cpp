@@ -93,12 +93,10 @@ LauncherInfo detect_launcher() {
 
 void check_launcher_matches_mpi(const LauncherInfo& launcher, int mpi_rank, int mpi_size) {
   if (launcher.kind == LauncherKind::None) return;
-  const std::string who = "[rank " + std::to_string(mpi_rank) + "/" + std::to_string(mpi_size) + "]";
   const std::string source = std::string(to_string(launcher.kind)) + " (" + launcher.evidence + ")";
   if (launcher.size && *launcher.size != mpi_size) {
-    std::string message = who + " accelerate::State: the launcher " + source + " started " +
-                          std::to_string(*launcher.size) + " processes but MPI reports a world of " +
-                          std::to_string(mpi_size) + ".";
+    std::string message = "accelerate::State: the launcher " + source + " started " + std::to_string(*launcher.size) +
+                          " processes but MPI reports a world of " + std::to_string(mpi_size) + ".";
     if (mpi_size == 1) {
       message +=
           " Each process came up as its own singleton world: MPI could not reach the launcher's "
@@ -111,8 +109,8 @@ void check_launcher_matches_mpi(const LauncherInfo& launcher, int mpi_rank, int 
     throw LaunchError(message);
   }
   if (launcher.rank && *launcher.rank != mpi_rank) {
-    throw LaunchError(who + " accelerate::State: the launcher " + source + " assigned rank " +
-                      std::to_string(*launcher.rank) + " but MPI says rank " + std::to_string(mpi_rank) +
+    throw LaunchError("accelerate::State: the launcher " + source + " assigned rank " + std::to_string(*launcher.rank) +
+                      " but MPI says rank " + std::to_string(mpi_rank) +
                       ". The launcher environment is stale or belongs to another job step; unset "
                       "the inherited variables or launch with the MPI library's own launcher.");
   }

@@ -11,10 +11,10 @@ LifetimeWatch Lifetime::watch() const { return LifetimeWatch(token_); }
 
 void LifetimeWatch::fail(std::string_view call) const {
   throw Error(accelerate::format(
-      "{} {}: {} it was prepared with (or built on) has been destroyed, so it cannot be used any more. Prepared "
+      "{}: {} it was prepared with (or built on) has been destroyed, so it cannot be used any more. Prepared "
       "models, optimizers, schedulers and loaders work only while the Accelerator (or State, or ProcessGroup) they "
       "came from exists: declare that first, so that it outlives them, or prepare the objects again with a new one.",
-      detail::where(), call, owner_));
+      call, owner_));
 }
 
 }  // namespace accelerate

@@ -18,7 +18,7 @@ MixedPrecision parse_mixed_precision(std::string_view text) {
   if (value == "no") return MixedPrecision::No;
   if (value == "fp16") return MixedPrecision::FP16;
   if (value == "bf16") return MixedPrecision::BF16;
-  throw ConfigError(detail::where() + " mixed_precision: '" + std::string(text) +
+  throw ConfigError("mixed_precision: '" + std::string(text) +
                     "' is not a mixed-precision mode. Use one of \"no\", \"fp16\", \"bf16\" (fp8 is not "
                     "supported).");
 }

@@ -161,8 +161,7 @@ AffinityPolicy parse_affinity_policy(std::string_view text) {
   if (text == "respect") return AffinityPolicy::Respect;
   if (text == "override") return AffinityPolicy::Override;
   if (text == "off") return AffinityPolicy::Off;
-  throw ConfigError(detail::where() + " NUMA affinity policy '" + std::string(text) +
-                    "' is not one of respect, override, off.");
+  throw ConfigError("NUMA affinity policy '" + std::string(text) + "' is not one of respect, override, off.");
 }
 
 std::string_view to_string(AffinityDecision decision) {

@@ -91,17 +91,17 @@ bool same_pci_bus_id(std::string_view a, std::string_view b) {
 std::vector<Placement> plan_node(const TopologyDescription& topology, const NodeRequest& request) {
   const int ranks = request.num_local_processes;
   if (ranks < 1) {
-    throw ConfigError(where() + " NUMA affinity: the number of local processes must be at least 1, got " +
-                      std::to_string(ranks) + ".");
+    throw ConfigError("NUMA affinity: the number of local processes must be at least 1, got " + std::to_string(ranks) +
+                      ".");
   }
   if (!request.gpu_bus_ids.empty() && static_cast<int>(request.gpu_bus_ids.size()) != ranks) {
-    throw ConfigError(where() + " NUMA affinity: " + std::to_string(request.gpu_bus_ids.size()) +
+    throw ConfigError("NUMA affinity: " + std::to_string(request.gpu_bus_ids.size()) +
                       " GPU PCI bus ids were given for " + std::to_string(ranks) +
                       " local processes; give one per local process (or none).");
   }
   const std::vector<Core> cores = usable_cores(topology, request.allowed_cpus);
   if (cores.empty()) {
-    throw ConfigError(where() + " NUMA affinity: none of the " + describe_request(request) +
+    throw ConfigError("NUMA affinity: none of the " + describe_request(request) +
                       " belongs to a core of the topology; check the cpuset the job was given.");
   }
 
@@ -110,7 +110,7 @@ std::vector<Placement> plan_node(const TopologyDescription& topology, const Node
   for (std::size_t c = 0; c < cores.size(); ++c) {
     const int d = cores[c].domain;
     if (d < 0 || static_cast<std::size_t>(d) >= num_domains) {
-      throw ConfigError(where() + " NUMA affinity: the topology has a core outside every NUMA node.");
+      throw ConfigError("NUMA affinity: the topology has a core outside every NUMA node.");
     }
     cores_of_domain[static_cast<std::size_t>(d)].push_back(c);
   }
@@ -222,7 +222,7 @@ std::vector<Placement> plan_node(const TopologyDescription& topology, const Node
 RankPlacement place_rank(const TopologyDescription& topology, const RankRequest& request) {
   const int rank = request.local_process_index;
   if (rank < 0 || rank >= request.node.num_local_processes) {
-    throw ConfigError(where() + " NUMA affinity: local process index " + std::to_string(rank) + " is outside [0, " +
+    throw ConfigError("NUMA affinity: local process index " + std::to_string(rank) + " is outside [0, " +
                       std::to_string(request.node.num_local_processes) +
                       "); pass the index of this process among the processes of its node.");
   }

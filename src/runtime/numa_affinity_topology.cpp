@@ -20,7 +20,7 @@ using Bitmap = std::unique_ptr<hwloc_bitmap_s, BitmapFree>;
 
 Bitmap new_bitmap() {
   Bitmap bitmap(hwloc_bitmap_alloc());
-  if (!bitmap) throw Error(where() + " NUMA affinity: out of memory allocating an hwloc bitmap.");
+  if (!bitmap) throw Error("NUMA affinity: out of memory allocating an hwloc bitmap.");
   return bitmap;
 }
 
@@ -38,7 +38,7 @@ Bitmap from_list(const std::vector<int>& indices) {
 }
 
 [[noreturn]] void throw_hwloc(const std::string& what) {
-  throw Error(where() + " NUMA affinity: " + what + " failed: " + std::strerror(errno) +
+  throw Error("NUMA affinity: " + what + " failed: " + std::strerror(errno) +
               ". Run with ACCELERATE_CPU_AFFINITY=0 (or policy off) to start without binding.");
 }
 

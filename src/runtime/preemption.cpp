@@ -59,11 +59,11 @@ bool forbidden(int signal_number) {
 
 void check_watchable(int signal_number, std::string_view source) {
   if (signal_number <= 0 || signal_number >= NSIG) {
-    throw ConfigError(detail::where() + " " + std::string(source) + ": " + std::to_string(signal_number) +
-                      " is not a signal number (1.." + std::to_string(NSIG - 1) + "). Use e.g. USR1 or TERM.");
+    throw ConfigError(std::string(source) + ": " + std::to_string(signal_number) + " is not a signal number (1.." +
+                      std::to_string(NSIG - 1) + "). Use e.g. USR1 or TERM.");
   }
   if (forbidden(signal_number)) {
-    throw ConfigError(detail::where() + " " + std::string(source) + ": " + signal_name(signal_number) +
+    throw ConfigError(std::string(source) + ": " + signal_name(signal_number) +
                       " cannot be used to request a stop (it cannot be caught, or reports a fault of the "
                       "process). Use USR1, USR2, TERM, INT, HUP or XCPU.");
   }
@@ -84,7 +84,7 @@ int parse_one_signal(const std::string& entry, std::string_view source) {
   for (const NamedSignal& s : kSignals) {
     if (name == s.name) return s.number;
   }
-  throw ConfigError(detail::where() + " " + std::string(source) + ": unknown signal '" + entry +
+  throw ConfigError(std::string(source) + ": unknown signal '" + entry +
                     "'. Give names such as USR1, SIGTERM or numbers, separated by commas.");
 }
 
@@ -108,9 +108,9 @@ PreemptionWatcher::PreemptionWatcher() : PreemptionWatcher(default_signals()) {}
 
 PreemptionWatcher::PreemptionWatcher(const std::vector<int>& signals) {
   if (signals.empty()) {
-    throw ConfigError(detail::where() +
-                      " PreemptionWatcher: the list of signals is empty. Give at least one, "
-                      "e.g. PreemptionWatcher::default_signals().");
+    throw ConfigError(
+        "PreemptionWatcher: the list of signals is empty. Give at least one, "
+        "e.g. PreemptionWatcher::default_signals().");
   }
   for (int s : signals) {
     check_watchable(s, "PreemptionWatcher");
@@ -119,9 +119,9 @@ PreemptionWatcher::PreemptionWatcher(const std::vector<int>& signals) {
     if (!seen) signals_.push_back(s);
   }
   if (g_installed.exchange(true)) {
-    throw Error(detail::where() +
-                " PreemptionWatcher: another watcher is already installed in this process. "
-                "Signal handlers are process-wide: keep one watcher (the Accelerator owns one) and share it.");
+    throw Error(
+        "PreemptionWatcher: another watcher is already installed in this process. "
+        "Signal handlers are process-wide: keep one watcher (the Accelerator owns one) and share it.");
   }
   g_received.store(0);
 
@@ -135,7 +135,7 @@ PreemptionWatcher::PreemptionWatcher(const std::vector<int>& signals) {
       const int error = errno;
       for (std::size_t j = i; j-- > 0;) sigaction(signals_[j], &previous_[j], nullptr);
       g_installed.store(false);
-      throw ConfigError(detail::where() + " PreemptionWatcher: sigaction(" + signal_name(signals_[i]) +
+      throw ConfigError("PreemptionWatcher: sigaction(" + signal_name(signals_[i]) +
                         ") failed: " + std::strerror(error) + ".");
     }
   }
@@ -160,8 +160,8 @@ std::vector<int> parse_signal_list(std::string_view text, std::string_view sourc
     if (comma == std::string_view::npos) comma = text.size();
     const std::string entry = trimmed(text.substr(begin, comma - begin));
     if (entry.empty()) {
-      throw ConfigError(detail::where() + " " + std::string(source) + ": empty entry in the signal list '" +
-                        std::string(text) + "'. Write e.g. USR1,TERM.");
+      throw ConfigError(std::string(source) + ": empty entry in the signal list '" + std::string(text) +
+                        "'. Write e.g. USR1,TERM.");
     }
     const int number = parse_one_signal(entry, source);
     check_watchable(number, source);

@@ -62,9 +62,9 @@ void check_split_lengths(const std::vector<std::pair<std::string_view, std::size
   for (const auto& [key, length] : lengths) {
     if (length == lengths.front().second) continue;
     throw ConfigError(accelerate::format(
-        "{} split_between_processes: every value of the map must have the same length, but '{}' has {} items and "
+        "split_between_processes: every value of the map must have the same length, but '{}' has {} items and "
         "'{}' has {}. Split the values one by one, or make them the same length.",
-        where(), lengths.front().first, lengths.front().second, key, length));
+        lengths.front().first, lengths.front().second, key, length));
   }
 }
 
@@ -89,7 +89,7 @@ void abort_all(std::string_view message, int exit_code) noexcept {
 namespace detail {
 void throw_bad_process_index(const State& state, int index, bool local) {
   const int limit = local ? state.num_local_processes() : state.num_processes();
-  throw ConfigError(where() + (local ? " on_local_process(" : " on_process(") + std::to_string(index) + "): no such " +
+  throw ConfigError(std::string(local ? "on_local_process(" : "on_process(") + std::to_string(index) + "): no such " +
                     (local ? "local process" : "process") + "; valid indices are 0.." + std::to_string(limit - 1) +
                     ".");
 }

@@ -9,9 +9,9 @@ namespace accelerate {
 
 at::Tensor split_between_processes(const State& state, const at::Tensor& inputs, bool apply_padding) {
   if (inputs.dim() == 0) {
-    throw ConfigError(detail::where() +
-                      " split_between_processes: cannot split a 0-d tensor; pass a tensor whose first "
-                      "dimension indexes the items to distribute.");
+    throw ConfigError(
+        "split_between_processes: cannot split a 0-d tensor; pass a tensor whose first "
+        "dimension indexes the items to distribute.");
   }
   const auto length = static_cast<std::size_t>(inputs.size(0));
   if (length == 0) return inputs;
@@ -34,7 +34,7 @@ std::map<std::string, at::Tensor> split_between_processes(const State& state,
   std::vector<std::pair<std::string_view, std::size_t>> lengths;
   for (const auto& [key, value] : inputs) {
     if (value.dim() == 0) {
-      throw ConfigError(detail::where() + " split_between_processes: the value of '" + key +
+      throw ConfigError("split_between_processes: the value of '" + key +
                         "' is a 0-d tensor; every value must have a first dimension to split.");
     }
     lengths.emplace_back(key, static_cast<std::size_t>(value.size(0)));

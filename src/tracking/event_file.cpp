@@ -55,7 +55,7 @@ void EventFile::close() {
 
 void EventFile::append(std::string_view data) {
   if (file_ == nullptr) {
-    throw ConfigError(accelerate::detail::where() + " tensorboard tracker: log after finish(); '" + path_.string() +
+    throw ConfigError("tensorboard tracker: log after finish(); '" + path_.string() +
                       "' is closed. Log before end_training().");
   }
   const std::string record = tfrecord(data);

@@ -102,8 +102,8 @@ void FileTracker::finish() {
 
 void FileTracker::append(const std::string& text) {
   if (metrics_ == nullptr) {
-    throw ConfigError(accelerate::detail::where() + " " + kind_ + " tracker: log after finish(); '" +
-                      metrics_path_.string() + "' is closed. Log before end_training().");
+    throw ConfigError(kind_ + " tracker: log after finish(); '" + metrics_path_.string() +
+                      "' is closed. Log before end_training().");
   }
   // Flushed at once: a run that dies keeps every value it logged.
   if (std::fputs(text.c_str(), metrics_) < 0 || std::fflush(metrics_) != 0) {

@@ -12,7 +12,7 @@ LoggerType parse_logger_type(std::string_view name) {
   if (word == "jsonl" || word == "json_lines") return LoggerType::JsonLines;
   if (word == "tensorboard") return LoggerType::TensorBoard;
   throw ConfigError(
-      detail::where() + " log_with: '" + std::string(name) +
+      "log_with: '" + std::string(name) +
       "' is not a built-in tracker. Use one of: all, csv, jsonl, tensorboard; or pass a GeneralTracker of your "
       "own (docs/tracking.md).");
 }

@@ -38,7 +38,7 @@ std::shared_ptr<GeneralTracker> make_built_in(LoggerType type, const std::filesy
     case LoggerType::TensorBoard: return std::make_shared<TensorBoardTracker>(logging_dir, project_name);
     case LoggerType::All: break;
   }
-  throw Error(detail::where() + " log_with: 'all' reached the tracker factory unexpanded (a bug).");
+  throw Error("log_with: 'all' reached the tracker factory unexpanded (a bug).");
 }
 
 }  // namespace
@@ -65,7 +65,7 @@ TrackerSet::TrackerSet(std::vector<TrackerChoice> choices, bool is_main_process)
       }
     } else {
       const auto& tracker = std::get<std::shared_ptr<GeneralTracker>>(choice.get());
-      if (!tracker) throw ConfigError(detail::where() + " log_with: a tracker pointer is null.");
+      if (!tracker) throw ConfigError("log_with: a tracker pointer is null.");
       add(choice, tracker->name());
     }
   }
@@ -90,9 +90,9 @@ bool TrackerSet::runs_here(const GeneralTracker& tracker) const {
 void TrackerSet::init(const std::string& project_name, const std::filesystem::path& logging_dir,
                       const LogValues& config) {
   if (initialised_) {
-    throw ConfigError(detail::where() +
-                      " init_trackers: the trackers were initialised already. Call it once per "
-                      "run.");
+    throw ConfigError(
+        "init_trackers: the trackers were initialised already. Call it once per "
+        "run.");
   }
   initialised_ = true;
   for (const TrackerChoice& choice : choices_) {
@@ -100,7 +100,7 @@ void TrackerSet::init(const std::string& project_name, const std::filesystem::pa
     if (const auto* type = std::get_if<LoggerType>(&choice.get())) {
       // Checked on every process, so a missing directory fails everywhere alike.
       if (logging_dir.empty()) {
-        throw ConfigError(detail::where() + " init_trackers: the " + std::string(to_string(*type)) +
+        throw ConfigError("init_trackers: the " + std::string(to_string(*type)) +
                           " tracker writes files, and there is no logging directory. Set "
                           "project_config.project_dir (or logging_dir) in AcceleratorOptions.");
       }
@@ -123,9 +123,9 @@ void TrackerSet::abandon() {
 void TrackerSet::log(const LogValues& values, std::optional<std::int64_t> step) {
   if (!initialised_ && !choices_.empty()) {
     // Accelerate drops such values silently; a run that meant to track should learn it at once.
-    throw ConfigError(detail::where() +
-                      " log: the trackers chosen in log_with have not started. Call "
-                      "init_trackers(project_name) on every process before the first log.");
+    throw ConfigError(
+        "log: the trackers chosen in log_with have not started. Call "
+        "init_trackers(project_name) on every process before the first log.");
   }
   for (const auto& tracker : active_) tracker->log(values, step);
 }
@@ -145,7 +145,7 @@ GeneralTracker& TrackerSet::get(std::string_view name) {
   }
   std::string list;
   for (const std::string& n : chosen) list += (list.empty() ? "" : ", ") + n;
-  throw ConfigError(detail::where() + " get_tracker: no tracker is called '" + std::string(name) +
+  throw ConfigError("get_tracker: no tracker is called '" + std::string(name) +
                     "'. Chosen in log_with: " + (list.empty() ? std::string("none") : list) + ".");
 }
 

@@ -52,21 +52,20 @@ void AcceleratedOptimizer::check_loop() {
   const int num_steps = gradient_state_->num_steps();
   if (num_steps > 1 && micro_steps == micro_steps_at_step_) {
     throw ConfigError(accelerate::format(
-        "{} AcceleratedOptimizer::step: gradient_accumulation_steps is {}, but no accelerator.accumulate() began a "
+        "AcceleratedOptimizer::step: gradient_accumulation_steps is {}, but no accelerator.accumulate() began a "
         "micro-step since the last optimizer step. Without it the optimizer steps on every batch, with each loss "
         "divided by {} by accelerator.backward() (a learning rate {} times too small), and the gradients are "
         "all-reduced on every batch. Open `auto accumulating = accelerator.accumulate(*model);` at the top of each "
         "micro-step (docs/training.md, Gradient accumulation), or set gradient_accumulation_steps to 1.",
-        detail::where(), num_steps, num_steps, num_steps));
+        num_steps, num_steps, num_steps));
   }
   if (require_accelerator_backward_ && backward_calls == backward_calls_at_step_) {
-    throw ConfigError(accelerate::format(
-        "{} AcceleratedOptimizer::step: no accelerator.backward() ran since the last optimizer step "
+    throw ConfigError(
+        "AcceleratedOptimizer::step: no accelerator.backward() ran since the last optimizer step "
         "(ACCELERATE_DEBUG_MODE check), yet the optimizer is asked to step: its gradients came from a backward "
         "outside the Accelerator (loss.backward()), which skips the division by gradient_accumulation_steps and "
         "the fp16 loss scale, and through a model that prepare() did not return, the all-reduce too. Call "
-        "accelerator.backward(loss), on a loss computed by the prepared model.",
-        detail::where()));
+        "accelerator.backward(loss), on a loss computed by the prepared model.");
   }
   micro_steps_at_step_ = micro_steps;
   backward_calls_at_step_ = backward_calls;

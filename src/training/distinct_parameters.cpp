@@ -33,8 +33,8 @@ std::size_t deduplicate_param_groups(torch::optim::Optimizer& optimizer, const s
       } else if (known->second == g) {
         ++removed;  // a tied weight listed again in its group: stepped once
       } else {
-        throw ConfigError(detail::where() + " " + who + ": a parameter of param group " + std::to_string(g) +
-                          " is also in param group " + std::to_string(known->second) +
+        throw ConfigError(who + ": a parameter of param group " + std::to_string(g) + " is also in param group " +
+                          std::to_string(known->second) +
                           "; a parameter can be in one param group only, or the optimizer steps it once per group. "
                           "Put each tensor (a tied weight is one tensor under several names) in one group.");
       }

@@ -210,8 +210,7 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
 
   if (options.shard_parameters) {
     fully_sharded_ =
-        std::make_unique<FullyShardedModel>(module_,
-                                            options.shard_group != nullptr ? *options.shard_group : group_,
+        std::make_unique<FullyShardedModel>(module_, options.shard_group != nullptr ? *options.shard_group : group_,
                                             FullShardOptions{.sync_in_backward =
                                                                  [this] {
                                                                    // Asked once per unit as its gradients are complete, in backward.

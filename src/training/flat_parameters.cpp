@@ -14,9 +14,7 @@ namespace accelerate {
 
 namespace {
 
-[[noreturn]] void flat_error(const std::string& what) {
-  throw ConfigError(detail::where() + " FlatParameters: " + what);
-}
+[[noreturn]] void flat_error(const std::string& what) { throw ConfigError("FlatParameters: " + what); }
 
 // Whether `tensor` is exactly the contiguous range of `base` at `offset` with
 // `like`'s sizes.

@@ -12,8 +12,8 @@ namespace {
 std::string normalised(const std::string& value) { return detail::ascii_upper(detail::trim_blanks(value)); }
 
 [[noreturn]] void not_built(const std::string& field, const std::string& value, const std::string& instead) {
-  throw ConfigError("FullyShardedDataParallelPlugin: " + field + " = " + value +
-                    " is not built in this library. " + instead + " (docs/sharding.md lists the fields).");
+  throw ConfigError("FullyShardedDataParallelPlugin: " + field + " = " + value + " is not built in this library. " +
+                    instead + " (docs/sharding.md lists the fields).");
 }
 
 constexpr std::int64_t kDefaultMinNumParams = 100'000'000;  // Accelerate's size_based_wrap default
@@ -70,7 +70,8 @@ void check_plugin(const FullyShardedDataParallelPlugin& plugin) {
     throw ConfigError("FullyShardedDataParallelPlugin: fsdp_version " + std::to_string(*plugin.fsdp_version) +
                       " is neither 1 nor 2.");
   }
-  if (!plugin.transformer_cls_names_to_wrap.empty() && normalised(plugin.auto_wrap_policy) != "TRANSFORMER_BASED_WRAP") {
+  if (!plugin.transformer_cls_names_to_wrap.empty() &&
+      normalised(plugin.auto_wrap_policy) != "TRANSFORMER_BASED_WRAP") {
     throw ConfigError(
         "FullyShardedDataParallelPlugin: transformer_cls_names_to_wrap is set but auto_wrap_policy is not "
         "transformer_based_wrap; set auto_wrap_policy = \"transformer_based_wrap\" to use it.");

@@ -112,9 +112,9 @@ struct FullyShardedModel::Unit {
   at::Tensor shard;  // this rank's slice: a leaf the optimizer steps
   bool gathered = false;
   // This forward:
-  bool entered = false;          // its forward ran inside its scope
-  bool left_unmarked = false;    // its scope ended, with gradients on, without output()
-  bool marked = false;           // output() was called in the running scope
+  bool entered = false;        // its forward ran inside its scope
+  bool left_unmarked = false;  // its scope ended, with gradients on, without output()
+  bool marked = false;         // output() was called in the running scope
   // This backward:
   std::size_t pending = 0;  // parameters whose gradient has not arrived
   bool visited = false;     // its backward has begun
@@ -395,8 +395,7 @@ FullyShardedModel::~FullyShardedModel() {
 at::Tensor FullyShardedModel::forward(const at::Tensor& input) {
   ACCELERATE_PROFILE_RANGE("accelerate::FullyShardedModel::forward");
   if (!sequential_) {
-    full_shard_error("forward(x) replays the children of a torch::nn::Sequential; this model is a " +
-                     model_->name() +
+    full_shard_error("forward(x) replays the children of a torch::nn::Sequential; this model is a " + model_->name() +
                      ". Call its own forward through the prepared model (or between begin_forward() and "
                      "end_forward()), with a ShardedUnitScope in each unit's forward (docs/sharding.md).");
   }
@@ -679,8 +678,8 @@ void FullyShardedModel::shard_optimizer(torch::optim::Optimizer& optimizer) cons
       listed[u].insert(p.unsafeGetTensorImpl());
       if (group_of[u] == g) continue;
       if (group_of[u] != std::numeric_limits<std::size_t>::max()) {
-        full_shard_error("the parameters of unit " + unit.display_name() + " are in param groups " + std::to_string(group_of[u]) +
-                         " and " + std::to_string(g) +
+        full_shard_error("the parameters of unit " + unit.display_name() + " are in param groups " +
+                         std::to_string(group_of[u]) + " and " + std::to_string(g) +
                          "; a unit has one shard, stepped by one group. Put a unit's parameters in one group.");
       }
       group_of[u] = g;

@@ -74,7 +74,7 @@ struct Run {
 };
 
 [[noreturn]] void fused_error(const char* who, const std::string& what) {
-  throw ConfigError(detail::where() + " " + who + ": " + what);
+  throw ConfigError(std::string(who) + ": " + what);
 }
 
 // The group's parameters that have a gradient, with their state.

@@ -112,7 +112,7 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
   for (std::size_t k = 0; k < slots_.size(); ++k) {
     auto accumulator = torch::autograd::impl::grad_accumulator(slots_[k].parameter);
     if (!accumulator) {
-      throw ConfigError(where() + " DistributedModel: parameter '" + names_[k] +
+      throw ConfigError("DistributedModel: parameter '" + names_[k] +
                         "' has no gradient accumulator (is it a view or a non-leaf tensor?). Register "
                         "parameters as leaf tensors with requires_grad.");
     }
@@ -210,7 +210,7 @@ void GradientReducer::on_gradient_ready(std::size_t index) {
   }
   if (!in_step_) begin_step();
   if (slot.ready) {
-    throw ConfigError(where() + " DistributedModel: parameter '" + names_[index] +
+    throw ConfigError("DistributedModel: parameter '" + names_[index] +
                       "' received a second gradient before the previous one was reduced. Either a second backward "
                       "ran without synchronize_gradients() in between (finalize_at_backward_end is off), or the "
                       "parameter is used in a reentrant backward. Synchronise between backward passes, or run the "
@@ -378,8 +378,7 @@ void GradientReducer::finalize_locked() {
   }
   if (!missing.empty()) {
     std::ostringstream out;
-    out << where() << " DistributedModel: " << missing.size()
-        << " parameter(s) received no gradient on some rank in this step:";
+    out << "DistributedModel: " << missing.size() << " parameter(s) received no gradient on some rank in this step:";
     for (std::size_t i = 0; i < missing.size() && i < 10; ++i) {
       out << (i == 0 ? " " : ", ") << "'" << names_[missing[i]] << "' (used on " << flags[missing[i]] << " of " << world
           << " ranks)";

@@ -29,16 +29,15 @@ LocalSGD::LocalSGD(ProcessGroup& group, DistributedModel& model, std::int64_t lo
       uncaught_(std::uncaught_exceptions()) {
   if (local_sgd_steps < 1) {
     throw ConfigError(
-        format("{} LocalSGD: local_sgd_steps is {}; it is the number of optimizer steps between two "
+        format("LocalSGD: local_sgd_steps is {}; it is the number of optimizer steps between two "
                "parameter averages and must be at least 1.",
-               detail::where(), local_sgd_steps));
+               local_sgd_steps));
   }
   if (model.fully_sharded() != nullptr) {
     throw ConfigError(
-        format("{} LocalSGD: the model's parameters are sharded (FULL_SHARD or HYBRID_SHARD): no rank holds the "
-               "parameters to average, and under LocalSGD's no_sync the shards would get no gradient. Use LocalSGD "
-               "with NO_SHARD, SHARD_GRAD_OP or DDP.",
-               detail::where()));
+        "LocalSGD: the model's parameters are sharded (FULL_SHARD or HYBRID_SHARD): no rank holds the parameters to "
+        "average, and under LocalSGD's no_sync the shards would get no gradient. Use LocalSGD with NO_SHARD, "
+        "SHARD_GRAD_OP or DDP.");
   }
   if (enabled_) no_sync_.emplace(model.no_sync());
 }

@@ -36,7 +36,7 @@ void refuse_meta_tensors(const std::vector<std::pair<std::string, at::Tensor>>& 
     for (std::size_t r = 0; r < all.size(); ++r) {
       const std::string& name = all[r].toStringRef();
       if (!name.empty()) {
-        throw ConfigError(detail::where() + " " + who + ": on rank " + std::to_string(r) + " of its group, " +
+        throw ConfigError(who + ": on rank " + std::to_string(r) + " of its group, " +
                           meta_tensor_problem(name, action) + ".");
       }
     }

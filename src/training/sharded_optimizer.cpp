@@ -30,9 +30,7 @@ namespace accelerate {
 
 namespace {
 
-[[noreturn]] void sharding_error(const std::string& what) {
-  throw ConfigError(detail::where() + " ShardedOptimizer: " + what);
-}
+[[noreturn]] void sharding_error(const std::string& what) { throw ConfigError("ShardedOptimizer: " + what); }
 
 // Buckets whose reduce-scatter may be in flight at once. Each holds its
 // padded input until it completes; two let one bucket's communication

@@ -34,17 +34,17 @@ class ViewDataset : public torch::data::datasets::Dataset<ViewDataset> {
   template <ShareableView D, ShareableView T>
   ViewDataset(const D& data, const T& targets) : data_(samples_of(data)), targets_(samples_of(targets)) {
     if (targets_.size(0) != data_.size(0)) {
-      throw ConfigError(accelerate::detail::where() + " ViewDataset: the data view has " +
-                        std::to_string(data_.size(0)) + " samples (extent 0) but the targets view has " +
-                        std::to_string(targets_.size(0)) + ". Pass views with one target per sample");
+      throw ConfigError("ViewDataset: the data view has " + std::to_string(data_.size(0)) +
+                        " samples (extent 0) but the targets view has " + std::to_string(targets_.size(0)) +
+                        ". Pass views with one target per sample");
     }
   }
 
   torch::data::Example<> get(std::size_t index) override {
     const auto n = static_cast<std::size_t>(data_.size(0));
     if (index >= n) {
-      throw ConfigError(accelerate::detail::where() + " ViewDataset::get: sample " + std::to_string(index) +
-                        " is out of range for " + std::to_string(n) + " samples");
+      throw ConfigError("ViewDataset::get: sample " + std::to_string(index) + " is out of range for " +
+                        std::to_string(n) + " samples");
     }
     const auto i = static_cast<std::int64_t>(index);
     return {data_.select(0, i), targets_.defined() ? targets_.select(0, i) : torch::empty({0})};

@@ -60,7 +60,7 @@ inline int device_index_of(const State& state) {
 }
 
 [[noreturn]] inline void runtime_error(const std::string& what, const std::string& remedy) {
-  throw ConfigError(accelerate::detail::where() + " KokkosRuntime: " + what + ". " + remedy);
+  throw ConfigError("KokkosRuntime: " + what + ". " + remedy);
 }
 
 }  // namespace detail

@@ -206,7 +206,7 @@ std::string view_description() {
 }
 
 [[noreturn]] inline void conversion_error(const std::string& call, const std::string& what, const std::string& remedy) {
-  throw ConversionError(accelerate::detail::where() + " " + call + ": " + what + ". " + remedy);
+  throw ConversionError(call + ": " + what + ". " + remedy);
 }
 
 /// Strides (in elements) a dense tensor of `sizes` has in row-major or column-major order.

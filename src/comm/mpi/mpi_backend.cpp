@@ -17,10 +17,10 @@ namespace {
 
 void check_cpu(const at::Tensor& tensor, const char* operation, const char* role) {
   if (!tensor.defined()) {
-    throw ConfigError(where() + " " + operation + ": the " + role + " tensor is undefined.");
+    throw ConfigError(std::string(operation) + ": the " + role + " tensor is undefined.");
   }
   if (!tensor.device().is_cpu()) {
-    throw ConfigError(where() + " " + operation + ": the MPI backend carries CPU tensors, but the " + role +
+    throw ConfigError(std::string(operation) + ": the MPI backend carries CPU tensors, but the " + role +
                       " tensor is on " + tensor.device().str() +
                       ". Use the process group's routing (ProcessGroup) or move the tensor to the CPU.");
   }
@@ -28,7 +28,7 @@ void check_cpu(const at::Tensor& tensor, const char* operation, const char* role
 
 int mpi_count(int64_t elements, const char* operation) {
   if (elements > INT_MAX) {
-    throw ConfigError(where() + " " + operation + ": " + std::to_string(elements) +
+    throw ConfigError(std::string(operation) + ": " + std::to_string(elements) +
                       " elements exceed MPI's int count; split the tensor into chunks below 2^31 elements.");
   }
   return static_cast<int>(elements);
@@ -142,8 +142,8 @@ std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request
 
 void MpiBackend::check_root(int root, const char* operation) const {
   if (root < 0 || root >= size_) {
-    throw ConfigError(where() + " " + operation + ": root " + std::to_string(root) + " is not a rank of group '" +
-                      group_ + "' (ranks 0.." + std::to_string(size_ - 1) + ").");
+    throw ConfigError(std::string(operation) + ": root " + std::to_string(root) + " is not a rank of group '" + group_ +
+                      "' (ranks 0.." + std::to_string(size_ - 1) + ").");
   }
 }
 
@@ -218,13 +218,12 @@ at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOpt
   long long extremes[4] = {bytes, -bytes, dtype, -dtype};
   ACCELERATE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm_.get()));
   if (extremes[2] != -extremes[3]) {
-    throw ConfigError(where() + " all_reduce_buffer on group '" + group_ +
-                      "': the ranks asked for different dtypes (this rank " +
+    throw ConfigError("all_reduce_buffer on group '" + group_ + "': the ranks asked for different dtypes (this rank " +
                       std::string(c10::toString(c10::typeMetaToScalarType(options.dtype()))) +
                       "). Every rank must ask for the same size and dtype, in the same order.");
   }
   if (extremes[0] != -extremes[1]) {
-    throw ConfigError(where() + " all_reduce_buffer on group '" + group_ + "': the ranks asked for buffers of " +
+    throw ConfigError("all_reduce_buffer on group '" + group_ + "': the ranks asked for buffers of " +
                       std::to_string(-extremes[1]) + " to " + std::to_string(extremes[0]) + " bytes (this rank " +
                       std::to_string(bytes) + "). Every rank must ask for the same size and dtype, in the same order.");
   }
@@ -285,7 +284,7 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
   const auto [type, in, out] = stage_pair(types_, output, input, "all_gather_v");
   if (static_cast<int>(counts.size()) != size_ || input.dim() == 0 ||
       counts[static_cast<std::size_t>(rank_)] != input.size(0)) {
-    throw ConfigError(where() + " all_gather_v: expected one row count per rank (" + std::to_string(size_) +
+    throw ConfigError("all_gather_v: expected one row count per rank (" + std::to_string(size_) +
                       ") with this rank's equal to its input's first dimension.");
   }
   int64_t row = 1;
@@ -399,8 +398,8 @@ std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tenso
                                              const AllToAllOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "all_to_all");
   if (input.numel() % size_ != 0) {
-    throw ConfigError(where() + " all_to_all: the input " + shape_of(input) + " does not split into " +
-                      std::to_string(size_) + " equal blocks; its element count must be a multiple of the group size.");
+    throw ConfigError("all_to_all: the input " + shape_of(input) + " does not split into " + std::to_string(size_) +
+                      " equal blocks; its element count must be a multiple of the group size.");
   }
   check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   const int block = mpi_count(in.data.numel() / size_, "all_to_all");

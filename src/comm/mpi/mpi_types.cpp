@@ -96,7 +96,7 @@ MPI_Datatype MpiTypeTable::datatype(c10::ScalarType type) const {
     case c10::kBool: return MPI_C_BOOL;
     default: break;
   }
-  throw ConfigError(where() + " MPI backend: dtype " + std::string(c10::toString(type)) +
+  throw ConfigError("MPI backend: dtype " + std::string(c10::toString(type)) +
                     " is not supported by the collectives; convert the tensor to one of float32, float64, "
                     "float16, bfloat16, int8, int16, int32, int64, uint8 or bool first.");
 }
@@ -120,7 +120,7 @@ MPI_Op MpiTypeTable::operation(ReduceOp op, c10::ScalarType type) const {
 
 void check_reduction_supported(ReduceOp op, c10::ScalarType type, const char* operation) {
   if (op == ReduceOp::Avg && !is_floating(type)) {
-    throw ConfigError(where() + " " + operation + ": ReduceOp::Avg needs a floating-point tensor, got " +
+    throw ConfigError(std::string(operation) + ": ReduceOp::Avg needs a floating-point tensor, got " +
                       std::string(c10::toString(type)) +
                       "; reduce with ReduceOp::Sum and divide, or convert the tensor to float first.");
   }

@@ -97,7 +97,7 @@ void abandon(std::vector<at::Tensor>& tensors) noexcept {
 }
 
 std::string aborted_message(const std::string& description, const NcclResources& resources) {
-  return where() + " " + description + " on group '" + resources.group +
+  return description + " on group '" + resources.group +
          "': the NCCL communicator was aborted after an earlier failure (" + resources.comm.abort_reason() +
          "). The group can no longer carry CUDA tensors; end the job (or create a new process group).";
 }
@@ -125,7 +125,7 @@ ncclDataType_t nccl_datatype(c10::ScalarType type) {
   if (type == c10::kShort) hint = " NCCL has no 16-bit integer type: convert int16 to int32.";
   if (type == c10::kBFloat16) hint = " This NCCL was built without bfloat16 (it needs CUDA 11 headers).";
   if (c10::isComplexType(type)) hint = " For complex tensors, reduce at::view_as_real(tensor) instead.";
-  throw ConfigError(where() + " NCCL backend: dtype " + std::string(c10::toString(type)) +
+  throw ConfigError("NCCL backend: dtype " + std::string(c10::toString(type)) +
                     " is not supported by the collectives; convert the tensor to one of float32, float64, "
                     "float16, bfloat16, int8, int32, int64, uint8 or bool first." +
                     hint);
@@ -139,7 +139,7 @@ ncclRedOp_t nccl_reduction(ReduceOp op) {
     case ReduceOp::Max: return ncclMax;
     case ReduceOp::Product: return ncclProd;
   }
-  throw ConfigError(where() + " NCCL backend: unknown ReduceOp value " + std::to_string(static_cast<int>(op)) + ".");
+  throw ConfigError("NCCL backend: unknown ReduceOp value " + std::to_string(static_cast<int>(op)) + ".");
 }
 
 ncclRedOp_t nccl_reduction(ReduceOp op, c10::ScalarType type, const char* operation) {
@@ -152,28 +152,27 @@ ncclRedOp_t nccl_reduction(ReduceOp op, c10::ScalarType type, const char* operat
 
 void check_nccl_tensor(const at::Tensor& tensor, int device, const char* operation, const char* role) {
   const std::string what = std::string(operation) + ": the " + role + " tensor";
-  if (!tensor.defined()) throw ConfigError(where() + " " + what + " is undefined.");
+  if (!tensor.defined()) throw ConfigError(what + " is undefined.");
   if (!tensor.device().is_cuda()) {
-    throw ConfigError(where() + " " + what + " is on " + tensor.device().str() +
+    throw ConfigError(what + " is on " + tensor.device().str() +
                       ", but the NCCL backend carries CUDA tensors. Use the process group's routing "
                       "(ProcessGroup) or move the tensor to cuda:" +
                       std::to_string(device) + ".");
   }
   if (tensor.get_device() != device) {
-    throw ConfigError(where() + " " + what + " is on " + tensor.device().str() +
-                      ", but this rank's NCCL communicator uses cuda:" + std::to_string(device) +
-                      ". Move the tensor to cuda:" + std::to_string(device) +
+    throw ConfigError(what + " is on " + tensor.device().str() + ", but this rank's NCCL communicator uses cuda:" +
+                      std::to_string(device) + ". Move the tensor to cuda:" + std::to_string(device) +
                       " (the State's device), or create the process group on its device.");
   }
   if (tensor.layout() != c10::kStrided) {
-    throw ConfigError(where() + " " + what +
+    throw ConfigError(what +
                       " has a non-strided layout; the NCCL backend carries dense "
                       "tensors only. Convert it with .to_dense() first.");
   }
   if (!tensor.is_contiguous()) {
     std::ostringstream strides;
     strides << tensor.strides();
-    throw ConfigError(where() + " " + what + " " + shape_of(tensor) + " is not contiguous (strides " + strides.str() +
+    throw ConfigError(what + " " + shape_of(tensor) + " is not contiguous (strides " + strides.str() +
                       "); the NCCL backend hands NCCL the tensor's memory as it is and does not stage "
                       "copies on the GPU. Pass tensor.contiguous() (and copy a result back into the view "
                       "yourself).");
@@ -188,7 +187,7 @@ ncclUniqueId exchange_nccl_unique_id(MPI_Comm comm, int root, std::chrono::milli
   ACCELERATE_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   ACCELERATE_MPI_CHECK(MPI_Comm_size(comm, &size));
   if (root < 0 || root >= size) {
-    throw ConfigError(where() + " exchange_nccl_unique_id: root " + std::to_string(root) +
+    throw ConfigError("exchange_nccl_unique_id: root " + std::to_string(root) +
                       " is not a rank of the communicator (ranks 0.." + std::to_string(size - 1) + ").");
   }
   // The root's success travels with the id, so that a failing
@@ -213,7 +212,7 @@ ncclUniqueId exchange_nccl_unique_id(MPI_Comm comm, int root, std::chrono::milli
                     comm);
   if (failure) std::rethrow_exception(failure);
   if (packet.ok != 1) {
-    throw NcclError(where() + " exchange_nccl_unique_id: rank " + std::to_string(root) +
+    throw NcclError("exchange_nccl_unique_id: rank " + std::to_string(root) +
                         " could not create the NCCL unique id (ncclGetUniqueId failed there; its output names "
                         "the cause, often no usable network interface: see NCCL_SOCKET_IFNAME).",
                     static_cast<int>(ncclRemoteError));
@@ -388,7 +387,7 @@ std::unique_ptr<Work> NcclBackend::post(std::string description, std::vector<at:
 
 void NcclBackend::check_root(int root, const char* operation) const {
   if (root < 0 || root >= resources_->size) {
-    throw ConfigError(where() + " " + operation + ": root " + std::to_string(root) + " is not a rank of group '" +
+    throw ConfigError(std::string(operation) + ": root " + std::to_string(root) + " is not a rank of group '" +
                       resources_->group + "' (ranks 0.." + std::to_string(resources_->size - 1) + ").");
   }
 }
@@ -444,7 +443,7 @@ std::unique_ptr<Work> NcclBackend::all_gather_v(at::Tensor& output, const at::Te
   const int size = resources_->size;
   if (static_cast<int>(counts.size()) != size || input.dim() == 0 ||
       counts[static_cast<std::size_t>(rank)] != input.size(0)) {
-    throw ConfigError(where() + " all_gather_v: expected one row count per rank (" + std::to_string(size) +
+    throw ConfigError("all_gather_v: expected one row count per rank (" + std::to_string(size) +
                       ") with this rank's equal to its input's first dimension.");
   }
   int64_t row_elements = 1;  // elements per row: the product of the trailing dimensions
@@ -454,8 +453,8 @@ std::unique_ptr<Work> NcclBackend::all_gather_v(at::Tensor& output, const at::Te
   int64_t total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] < 0) {
-      throw ConfigError(where() + " all_gather_v: rank " + std::to_string(r) + "'s row count " +
-                        std::to_string(counts[r]) + " is negative.");
+      throw ConfigError("all_gather_v: rank " + std::to_string(r) + "'s row count " + std::to_string(counts[r]) +
+                        " is negative.");
     }
     offsets[r] = static_cast<std::size_t>(total);
     total += counts[r] * static_cast<int64_t>(row);
@@ -588,14 +587,14 @@ std::unique_ptr<Work> NcclBackend::all_to_all(at::Tensor& output, const at::Tens
   const int rank = resources_->rank;
   const int size = resources_->size;
   if (input.numel() % size != 0) {
-    throw ConfigError(where() + " all_to_all: the input " + shape_of(input) + " does not split into " +
-                      std::to_string(size) + " equal blocks; its element count must be a multiple of the group size.");
+    throw ConfigError("all_to_all: the input " + shape_of(input) + " does not split into " + std::to_string(size) +
+                      " equal blocks; its element count must be a multiple of the group size.");
   }
   check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   if (input.data_ptr() == output.data_ptr() && input.numel() > 0) {
-    throw ConfigError(where() +
-                      " all_to_all: the input and the output share memory; NCCL's sends and receives "
-                      "run concurrently, so all_to_all cannot work in place. Pass a separate output tensor.");
+    throw ConfigError(
+        "all_to_all: the input and the output share memory; NCCL's sends and receives "
+        "run concurrently, so all_to_all cannot work in place. Pass a separate output tensor.");
   }
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const std::size_t count = count_of(input) / static_cast<std::size_t>(size);
@@ -626,7 +625,7 @@ std::unique_ptr<Work> NcclBackend::barrier(const BarrierOptions& options) {
 
 // This rank's verdict on `device`, as an exception (nullptr: usable).
 std::exception_ptr probe_device(int device, const std::string& group) {
-  const std::string what = where() + " make_nccl_backend (group '" + group + "'): ";
+  const std::string what = "make_nccl_backend (group '" + group + "'): ";
   try {
     if (device < 0) {
       throw ConfigError(what + "device index " + std::to_string(device) +
@@ -681,7 +680,7 @@ std::unique_ptr<Backend> make_nccl_backend(MPI_Comm comm, int device, std::strin
     if (failed[static_cast<std::size_t>(r)] != 0) failing += (failing.empty() ? "" : ", ") + std::to_string(r);
   }
   if (!failing.empty()) {
-    throw ConfigError(where() + " make_nccl_backend (group '" + group + "'): rank(s) " + failing +
+    throw ConfigError("make_nccl_backend (group '" + group + "'): rank(s) " + failing +
                       " of the group have no usable GPU (their own messages say why), so the NCCL "
                       "communicator cannot be created on any rank.");
   }
@@ -713,7 +712,7 @@ std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_com
                                             std::string group, TimeoutPolicy policy) {
   const auto* nccl = dynamic_cast<const NcclBackend*>(&parent);
   if (nccl == nullptr) {
-    throw ConfigError(where() + " split_nccl_backend (group '" + group + "'): the parent backend is '" +
+    throw ConfigError("split_nccl_backend (group '" + group + "'): the parent backend is '" +
                       std::string(parent.name()) + "', not 'nccl'.");
   }
   const NcclResources& from = nccl->resources();
@@ -749,7 +748,7 @@ std::unique_ptr<Backend> split_nccl_backend(Backend& parent, MPI_Comm parent_com
   resources->comm = NcclComm(child);
   return std::make_unique<NcclBackend>(std::move(resources), policy);
 #else
-  throw ConfigError(where() + " split_nccl_backend: ncclCommSplit chosen without NCCL 2.18 headers (a bug).");
+  throw ConfigError("split_nccl_backend: ncclCommSplit chosen without NCCL 2.18 headers (a bug).");
 #endif
 }
 
