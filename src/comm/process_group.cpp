@@ -6,6 +6,7 @@
 #include <climits>
 #include <numeric>
 #include <set>
+#include <string_view>
 
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
@@ -15,8 +16,9 @@
 #include "comm/object_serialization.hpp"
 #include "detail/arrival_board.hpp"
 #include "detail/blocking_call_watchdog.hpp"
+#include "detail/deadline_comm.hpp"
+#include "detail/fnv1a.hpp"
 #include "detail/mpi_check.hpp"
-#include "detail/mpi_wait.hpp"
 #include "detail/profile_range.hpp"
 #include "detail/unique_comm.hpp"
 #if ACCELERATE_HAVE_NCCL
@@ -81,8 +83,8 @@ detail::UniqueComm split_members(MPI_Comm comm, int me, int size, const std::vec
     if (r < 0 || r >= size) problem = "rank " + std::to_string(r) + " is not in 0.." + std::to_string(size - 1);
   }
   // Hash of the list: different lists on different ranks are a bug too.
-  uint64_t hash = 1469598103934665603ULL;
-  for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ULL;
+  const uint64_t hash =
+      detail::fnv1a(std::string_view(reinterpret_cast<const char*>(ranks.data()), ranks.size() * sizeof(int)));
   std::array<uint64_t, 2> local{hash, ~hash};
   std::array<uint64_t, 2> reduced{};
   ACCELERATE_MPI_CHECK(MPI_Allreduce(local.data(), reduced.data(), 2, MPI_UINT64_T, MPI_MAX, comm));
@@ -103,7 +105,35 @@ detail::UniqueComm split_members(MPI_Comm comm, int me, int size, const std::vec
   return members;
 }
 
+// Object collectives send a serialised object as one message.
+void check_object_size(const std::vector<char>& bytes, const char* what) {
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
+    throw ConfigError(detail::where() + " " + what + ": a serialised object of " + std::to_string(bytes.size()) +
+                      " bytes exceeds the 2 GiB limit of one message; send large tensors with tensor collectives.");
+  }
+}
+
+// A duplicate of `comm` whose errors come back as codes.
+detail::UniqueComm duplicate(MPI_Comm comm) {
+  detail::UniqueComm copy;
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, copy.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(copy.get(), MPI_ERRORS_RETURN));
+  return copy;
+}
+
 }  // namespace
+
+// Members are destroyed in reverse: the board detaches from the communicator
+// before it is freed, and it is not freed if a control step timed out on it
+// (UniqueComm keeps abandoned communicators).
+struct ProcessGroup::Control {
+  Control(MPI_Comm comm, std::chrono::milliseconds timeout)
+      : owned(duplicate(comm)), board(detail::ArrivalBoard::attach(owned.get())), deadline(owned.get(), timeout) {}
+
+  detail::UniqueComm owned;
+  std::unique_ptr<detail::ArrivalBoard> board;  // names the ranks missing from a control step
+  detail::DeadlineComm deadline;                // built after the board is attached, so it finds it
+};
 
 ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
                            std::unique_ptr<Backend> nccl)
@@ -118,11 +148,9 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   const detail::BlockingCallWatchdog watchdog("creating process group '" + name_ +
                                                   "' (MPI_Comm_dup, MPI_Comm_split, the node's shared memory)",
                                               timeout_);
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &control_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(control_, &rank_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(control_, &size_));
-  control_board_ = detail::ArrivalBoard::attach(control_);
+  control_ = std::make_unique<Control>(comm, timeout_);
+  rank_ = control_->deadline.rank();
+  size_ = control_->deadline.size();
   mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, detail::TimeoutPolicy{timeout_, options.abort_on_timeout},
                                               shared);
   nccl_ = std::move(nccl);
@@ -152,9 +180,10 @@ ProcessGroup::~ProcessGroup() {
   // NCCL before MPI: its teardown may still need the MPI side alive.
   nccl_.reset();
   mpi_.reset();
-  control_board_.reset();                      // detaches from control_, which must still exist
-  const detail::UniqueComm control(control_);  // freed unless a control operation timed out
+  control_.reset();
 }
+
+MPI_Comm ProcessGroup::control_comm() const noexcept { return control_->owned.get(); }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::world(const State& state, ProcessGroupOptions options) {
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, state.world_comm(), "world", options));
@@ -181,7 +210,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, const 
 
 std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, ProcessGroup& parent,
                                                       const std::vector<int>& ranks, ProcessGroupOptions options) {
-  detail::UniqueComm comm = split_members(parent.control_, parent.rank_, parent.size_, ranks,
+  detail::UniqueComm comm = split_members(parent.control_comm(), parent.rank_, parent.size_, ranks,
                                           "ranks of group '" + parent.name_ + "'", parent.timeout_);
   std::string name = "group" + rank_list(ranks) + " of " + parent.name_;
   if (!parent.nccl_) {
@@ -191,7 +220,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::new_group(const State& state, Proces
 #if ACCELERATE_HAVE_NCCL
   // Collective over the parent, members or not (ncclCommSplit needs them all).
   std::unique_ptr<Backend> nccl =
-      detail::split_nccl_backend(*parent.nccl_, parent.control_, comm ? comm.get() : MPI_COMM_NULL, name,
+      detail::split_nccl_backend(*parent.nccl_, parent.control_comm(), comm ? comm.get() : MPI_COMM_NULL, name,
                                  detail::TimeoutPolicy{options.timeout.value_or(state.timeout()),
                                                        options.abort_on_timeout});
   if (!comm) return nullptr;
@@ -222,17 +251,10 @@ Backend& ProcessGroup::backend_for(const c10::Device& device) {
                     "; use CPU or CUDA tensors.");
 }
 
-void ProcessGroup::wait_control(MPI_Request& request, std::chrono::milliseconds timeout, const std::string& what) {
-  detail::wait_with_timeout(request, timeout, what, control_);
-}
-
-void ProcessGroup::wait_control(MPI_Request& request, const std::string& what) {
-  wait_control(request, timeout_, what);
-}
-
 void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule) {
   if (!debug_mode_) return;
-  detail::verify_collective(control_, name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule), timeout_);
+  detail::verify_collective(control_comm(), name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule),
+                            timeout_);
 }
 
 // --- asynchronous ------------------------------------------------------------
@@ -334,11 +356,8 @@ at::Tensor ProcessGroup::all_gather_varying(const at::Tensor& input, const AllGa
   }
   verify("all_gather_varying", &input, 0, static_cast<int>(ShapeRule::Trailing));
   // Row counts first (over the control communicator), then the payload.
-  const int64_t mine = input.size(0);
-  std::vector<int64_t> counts(static_cast<std::size_t>(size_));
-  MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, control_, &request));
-  wait_control(request, options.timeout.value_or(timeout_), "all_gather_varying (row counts)");
+  const std::vector<int64_t> counts = control_->deadline.with_timeout(options.timeout.value_or(timeout_))
+                                          .all_gather(int64_t{input.size(0)}, "all_gather_varying (row counts)");
   std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
   sizes[0] = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   at::Tensor output = at::empty(sizes, input.options());
@@ -381,45 +400,6 @@ void ProcessGroup::barrier(const BarrierOptions& options) {
 
 // --- objects -----------------------------------------------------------------
 
-std::vector<std::vector<char>> ProcessGroup::exchange_bytes(const std::vector<char>& mine, int root, bool everyone,
-                                                            const std::string& what) {
-  // Sizes first, then one MPI_(All)Gatherv of the payload. With `everyone`
-  // every rank receives all parts; otherwise only `root` does.
-  const bool receives = everyone || rank_ == root;
-  if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
-    throw ConfigError(detail::where() + " " + what + ": a serialised object of " + std::to_string(mine.size()) +
-                      " bytes exceeds the 2 GiB limit of one message; send large tensors with tensor collectives.");
-  }
-  const int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size_));
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (everyone) {
-    ACCELERATE_MPI_CHECK(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, control_, &request));
-  } else {
-    ACCELERATE_MPI_CHECK(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, control_, &request));
-  }
-  wait_control(request, timeout_, what + " (sizes)");
-  std::vector<int> offsets(lengths.size(), 0);
-  std::exclusive_scan(lengths.begin(), lengths.end(), offsets.begin(), 0);
-  std::vector<char> all(receives ? static_cast<std::size_t>(offsets.back()) + static_cast<std::size_t>(lengths.back())
-                                 : 0);
-  if (everyone) {
-    ACCELERATE_MPI_CHECK(MPI_Iallgatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(),
-                                         MPI_BYTE, control_, &request));
-  } else {
-    ACCELERATE_MPI_CHECK(MPI_Igatherv(mine.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(),
-                                      MPI_BYTE, root, control_, &request));
-  }
-  wait_control(request, timeout_, what + " (payload)");
-  std::vector<std::vector<char>> parts;
-  if (!receives) return parts;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    const auto begin = all.begin() + offsets[r];
-    parts.emplace_back(begin, begin + lengths[r]);
-  }
-  return parts;
-}
-
 void ProcessGroup::broadcast_object(c10::IValue& object, int root) {
   if (root < 0 || root >= size_) {
     throw ConfigError(detail::where() + " broadcast_object: root " + std::to_string(root) +
@@ -429,12 +409,9 @@ void ProcessGroup::broadcast_object(c10::IValue& object, int root) {
   std::vector<char> bytes;
   if (rank_ == root) bytes = detail::serialize_object(object);
   int64_t length = static_cast<int64_t>(bytes.size());
-  MPI_Request request = MPI_REQUEST_NULL;
-  ACCELERATE_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_INT64_T, root, control_, &request));
-  wait_control(request, timeout_, "broadcast_object (size)");
+  control_->deadline.broadcast(length, root, "broadcast_object (size)");
   bytes.resize(static_cast<std::size_t>(length));
-  ACCELERATE_MPI_CHECK(MPI_Ibcast(bytes.data(), static_cast<int>(length), MPI_BYTE, root, control_, &request));
-  wait_control(request, timeout_, "broadcast_object (payload)");
+  control_->deadline.broadcast_bytes(bytes.data(), static_cast<int>(length), root, "broadcast_object (payload)");
   if (rank_ != root) object = detail::deserialize_object(bytes);
 }
 
@@ -460,8 +437,10 @@ std::vector<c10::IValue> ProcessGroup::gather_object(const c10::IValue& object, 
                       name_ + "'.");
   }
   verify("gather_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
+  const std::vector<char> mine = detail::serialize_object(object);
+  check_object_size(mine, "gather_object");
   std::vector<c10::IValue> objects;
-  for (const auto& bytes : exchange_bytes(detail::serialize_object(object), root, false, "gather_object")) {
+  for (const auto& bytes : control_->deadline.gather_byte_strings(mine, root, "gather_object")) {
     objects.push_back(detail::deserialize_object(bytes));
   }
   return objects;
@@ -469,8 +448,10 @@ std::vector<c10::IValue> ProcessGroup::gather_object(const c10::IValue& object, 
 
 std::vector<c10::IValue> ProcessGroup::all_gather_object(const c10::IValue& object) {
   verify("all_gather_object", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
+  const std::vector<char> mine = detail::serialize_object(object);
+  check_object_size(mine, "all_gather_object");
   std::vector<c10::IValue> objects;
-  for (const auto& bytes : exchange_bytes(detail::serialize_object(object), 0, true, "all_gather_object")) {
+  for (const auto& bytes : control_->deadline.all_gather_byte_strings(mine, "all_gather_object")) {
     objects.push_back(detail::deserialize_object(bytes));
   }
   return objects;

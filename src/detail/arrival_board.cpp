@@ -50,6 +50,8 @@ ArrivalBoard::~ArrivalBoard() {
     in_flight_.clear();  // MPI is gone, and with it any use of these buffers
     return;
   }
+  // Unchecked here and below: a destructor must not throw, and a failed
+  // detach or free only leaks what the process is about to drop anyway.
   if (attached_to_ != MPI_COMM_NULL) MPI_Comm_delete_attr(attached_to_, board_keyval());
   reap();
   // MPI may still read these buffers: it frees the requests when the sends
@@ -69,6 +71,7 @@ void ArrivalBoard::keep_in_flight(Message message) const {
 }
 
 void ArrivalBoard::reap() const {
+  // Unchecked (the destructor reaps too): a failed test keeps the message in flight.
   std::erase_if(in_flight_, [](Message& message) {
     int done = 0;
     return MPI_Test(&message.request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done != 0;
@@ -95,6 +98,10 @@ ArrivalBoard* ArrivalBoard::attached(MPI_Comm comm) noexcept {
 }
 
 void ArrivalBoard::serve_queries() const {
+  // Unchecked on purpose: this runs inside other waits' polling loops, and
+  // an exception there would leave their collective pending on a
+  // communicator nobody marked abandoned. A query left unanswered only
+  // makes the asker report this rank as "no answer".
   reap();
   for (;;) {
     int pending = 0;
@@ -117,6 +124,9 @@ std::string ArrivalBoard::missing_ranks(int64_t sequence, std::chrono::milliseco
   answered[static_cast<std::size_t>(rank_)] = true;
   counts[static_cast<std::size_t>(rank_)] = sequence_;
   const int64_t query = ++queries_;
+  // Unchecked on purpose: this builds a TimeoutError's message, which a
+  // failed query must not replace; a rank that cannot be asked is listed as
+  // not answering.
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     Message message{std::make_unique<std::array<int64_t, 2>>(std::array<int64_t, 2>{query, 0})};

@@ -1,8 +1,10 @@
 #include "detail/deadline_comm.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <memory>
+#include <numeric>
 
 #include "accelerate/error.hpp"
 #include "detail/arrival_board.hpp"
@@ -46,12 +48,13 @@ std::size_t bytes_of(int count, MPI_Datatype type) {
 
 }  // namespace
 
+template <class Buffers>
 void DeadlineComm::complete_staged(MPI_Request& request, std::string_view what,
-                                   std::unique_ptr<std::byte[]>& staging) const {
+                                   std::unique_ptr<Buffers>& buffers) const {
   try {
     complete(request, what);
   } catch (const TimeoutError&) {
-    (void)staging.release();  // deliberately leaked: the request is still pending
+    (void)buffers.release();  // deliberately leaked: the request is still pending
     throw;
   }
 }
@@ -111,6 +114,66 @@ void DeadlineComm::all_gather_v(const void* mine, int count, void* all, const in
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallgatherv(mine, count, type, all, counts, displs, type, comm_, &request));
   complete(request, what);
+}
+
+std::vector<std::vector<char>> DeadlineComm::all_gather_byte_strings(std::span<const char> mine,
+                                                                     std::string_view what) const {
+  return gather_byte_strings_to(mine, -1, what);
+}
+
+std::vector<std::vector<char>> DeadlineComm::gather_byte_strings(std::span<const char> mine, int root,
+                                                                 std::string_view what) const {
+  return gather_byte_strings_to(mine, root, what);
+}
+
+std::vector<std::vector<char>> DeadlineComm::gather_byte_strings_to(std::span<const char> mine, int root,
+                                                                    std::string_view what) const {
+  if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
+    throw ConfigError(std::string(what) + ": " + std::to_string(mine.size()) +
+                      " bytes from this rank exceed the 2 GiB limit of one MPI message.");
+  }
+  const bool everyone = root < 0;
+  const bool receives = everyone || rank_ == root;
+  // Everything MPI reads or writes, the counts included, lives on the heap
+  // and is leaked on a timeout (complete_staged): a late rank's arrival may
+  // still reach it.
+  struct Buffers {
+    int length = 0;
+    std::vector<int> lengths;
+    std::vector<int> offsets;
+    std::vector<char> mine;
+    std::vector<char> all;
+  };
+  auto buffers = std::make_unique<Buffers>();
+  Buffers& b = *buffers;
+  b.length = static_cast<int>(mine.size());
+  b.lengths.resize(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (everyone) {
+    ACCELERATE_MPI_CHECK(MPI_Iallgather(&b.length, 1, MPI_INT, b.lengths.data(), 1, MPI_INT, comm_, &request));
+  } else {
+    ACCELERATE_MPI_CHECK(MPI_Igather(&b.length, 1, MPI_INT, b.lengths.data(), 1, MPI_INT, root, comm_, &request));
+  }
+  complete_staged(request, std::string(what) + " (sizes)", buffers);
+  b.offsets.assign(b.lengths.size(), 0);
+  std::exclusive_scan(b.lengths.begin(), b.lengths.end(), b.offsets.begin(), 0);
+  if (receives) b.all.resize(static_cast<std::size_t>(b.offsets.back()) + static_cast<std::size_t>(b.lengths.back()));
+  b.mine.assign(mine.begin(), mine.end());
+  if (everyone) {
+    ACCELERATE_MPI_CHECK(MPI_Iallgatherv(b.mine.data(), b.length, MPI_BYTE, b.all.data(), b.lengths.data(),
+                                         b.offsets.data(), MPI_BYTE, comm_, &request));
+  } else {
+    ACCELERATE_MPI_CHECK(MPI_Igatherv(b.mine.data(), b.length, MPI_BYTE, b.all.data(), b.lengths.data(),
+                                      b.offsets.data(), MPI_BYTE, root, comm_, &request));
+  }
+  complete_staged(request, std::string(what) + " (payload)", buffers);
+  std::vector<std::vector<char>> parts;
+  if (!receives) return parts;
+  for (std::size_t r = 0; r < b.lengths.size(); ++r) {
+    const auto begin = b.all.begin() + b.offsets[r];
+    parts.emplace_back(begin, begin + b.lengths[r]);
+  }
+  return parts;
 }
 
 void DeadlineComm::broadcast_spans(const std::vector<Span>& spans, int root, std::string_view what) const {
@@ -181,10 +244,9 @@ void DeadlineComm::report_timeout(std::int64_t sequence, std::string_view what) 
     missing = board_->missing_ranks(sequence, std::chrono::seconds(2));
     if (missing.empty()) missing = "none found (all ranks entered it; one may have crashed inside)";
   }
-  throw TimeoutError(where() + " " + std::string(what) + " did not complete within " +
-                     std::to_string(timeout_.count()) + " ms (collective #" + std::to_string(sequence) +
-                     " on a communicator of " + std::to_string(size_) + " ranks)" + at_training_step() +
-                     ". Ranks that never arrived: " + missing +
+  throw TimeoutError(std::string(what) + " did not complete within " + std::to_string(timeout_.count()) +
+                     " ms (collective #" + std::to_string(sequence) + " on a communicator of " + std::to_string(size_) +
+                     " ranks)" + at_training_step() + ". Ranks that never arrived: " + missing +
                      ". They crashed, hang, or took a different code path; their own output names the cause. "
                      "The communicator is unusable now: abort the job (accelerate::abort_all). Raise the "
                      "limit with InitProcessGroupKwargs::timeout or ACCELERATE_TIMEOUT if the work before "

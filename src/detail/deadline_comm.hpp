@@ -1,5 +1,6 @@
 // DeadlineComm: the one road to MPI for the library's own collectives
-// outside comm/ (checkpoints, data seed, process control, CLI, …).
+// (checkpoints, data seed, process control, CLI, ProcessGroup's control
+// traffic, …).
 //
 // Blocking MPI calls cannot time out. Every operation here is issued
 // non-blocking and completed by polling until a deadline; when it passes,
@@ -9,7 +10,8 @@
 // MPI cannot cancel the collective, so the job must be aborted.
 //
 // A DeadlineComm is a cheap, non-owning view: build one where needed from
-// the MPI_Comm and the job's timeout (State::timeout()).
+// the MPI_Comm and the job's timeout (State::timeout()). It finds the board
+// when built, so build it after the board is attached.
 #pragma once
 
 #include <mpi.h>
@@ -18,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -62,6 +65,12 @@ class DeadlineComm {
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
+  /// The same view with another deadline (a per-call timeout option).
+  [[nodiscard]] DeadlineComm with_timeout(std::chrono::milliseconds timeout) const {
+    DeadlineComm copy = *this;
+    copy.timeout_ = timeout;
+    return copy;
+  }
 
   // `what` names the operation in a TimeoutError: the public call and the step.
   void barrier(std::string_view what) const;
@@ -119,6 +128,14 @@ class DeadlineComm {
     broadcast(data, bytes, MPI_BYTE, root, what);
   }
 
+  /// Byte strings of any length (under 2 GiB each), one per rank, in rank
+  /// order: their lengths first ("<what> (sizes)"), then the bytes
+  /// ("<what> (payload)"). On every rank, or on `root` only (empty elsewhere).
+  [[nodiscard]] std::vector<std::vector<char>> all_gather_byte_strings(std::span<const char> mine,
+                                                                       std::string_view what) const;
+  [[nodiscard]] std::vector<std::vector<char>> gather_byte_strings(std::span<const char> mine, int root,
+                                                                   std::string_view what) const;
+
   /// Root's bytes at each span (the same lengths on every rank), in one
   /// broadcast through an hindexed datatype over their addresses.
   struct Span {
@@ -137,7 +154,12 @@ class DeadlineComm {
 
  private:
   void wait(MPI_Request& request, std::int64_t sequence, std::string_view what) const;
-  void complete_staged(MPI_Request& request, std::string_view what, std::unique_ptr<std::byte[]>& staging) const;
+  // Completes `request`; on a timeout leaks `buffers`, which MPI may still use.
+  template <class Buffers>
+  void complete_staged(MPI_Request& request, std::string_view what, std::unique_ptr<Buffers>& buffers) const;
+  // root < 0: every rank receives.
+  std::vector<std::vector<char>> gather_byte_strings_to(std::span<const char> mine, int root,
+                                                        std::string_view what) const;
   [[noreturn]] void report_timeout(std::int64_t sequence, std::string_view what) const;
 
   MPI_Comm comm_;

@@ -55,6 +55,7 @@ std::string launcher_position(const LauncherInfo& launcher, const std::string& h
 // MPI_Finalize waits for every rank in Open MPI and MPICH alike: a peer that
 // is stopped or hangs would hold this process forever. Under the watchdog, it
 // ends the process after the job's timeout instead.
+// Unchecked: it runs in State's destructor and on a failed start-up, where it must not throw.
 void finalize_within(std::chrono::seconds timeout) noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -71,8 +72,8 @@ void finalize_within(std::chrono::seconds timeout) noexcept {
 bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided, std::chrono::seconds timeout) {
   int initialized = 0;
   int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
+  ACCELERATE_MPI_CHECK(MPI_Initialized(&initialized));
+  ACCELERATE_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized != 0) {
     throw Error("[" + hostname() +
                 "] accelerate::State: MPI has already been finalised in this process and cannot be started "
@@ -96,6 +97,8 @@ bool init_or_adopt_mpi(ThreadLevel required, ThreadLevel& provided, std::chrono:
   }
   provided = from_mpi(level);
   if (provided < required) {
+    // The prefix is taken now, while MPI runs: after finalize_within below
+    // the constructor could name only the host.
     const std::string message =
         detail::where() + " accelerate::State: MPI provides thread level " + std::string(to_string(provided)) +
         " but " + std::string(to_string(required)) + " is required" +
@@ -222,9 +225,9 @@ void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
   ACCELERATE_MPI_CHECK(MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, comm));
   if (!failure.empty()) throw LaunchError(failure);
   if (any_failed != 0) {
-    throw LaunchError(detail::where() +
-                      " accelerate::State: another rank found that the launcher's "
-                      "environment disagrees with MPI; its message names the cause.");
+    throw LaunchError(
+        "accelerate::State: another rank found that the launcher's "
+        "environment disagrees with MPI; its message names the cause.");
   }
 }
 
@@ -257,8 +260,8 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
     detail::UniqueComm leaders;
     ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, leaders.out()));
     if (leaders) {
-      MPI_Comm_rank(leaders.get(), &node_info[0]);
-      MPI_Comm_size(leaders.get(), &node_info[1]);
+      ACCELERATE_MPI_CHECK(MPI_Comm_rank(leaders.get(), &node_info[0]));
+      ACCELERATE_MPI_CHECK(MPI_Comm_size(leaders.get(), &node_info[1]));
     }
   }
   ACCELERATE_MPI_CHECK(MPI_Bcast(node_info.data(), 2, MPI_INT, 0, node_));

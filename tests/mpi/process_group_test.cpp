@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/config.hpp"
@@ -291,6 +294,115 @@ TEST(Timeout, MissingRankIsNamedInsteadOfHanging) {
     group->barrier();
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+// The control steps (objects, row counts) name their step and the rank that
+// never arrived. The late rank then joins the one collective the others
+// posted, so that nothing is left pending at exit.
+TEST(Timeout, ControlStepsNameTheirStepAndTheMissingRank) {
+  using std::chrono::milliseconds;
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
+  const int missing = state.num_processes() - 1;
+  const bool late = state.process_index() == missing;
+  const std::string never_arrived = "Ranks that never arrived: " + std::to_string(missing) + " (no answer";
+  const auto ranks = static_cast<std::size_t>(state.num_processes());
+  struct Step {
+    std::string expected;  // in the TimeoutError
+    std::function<void(ProcessGroup&)> call;
+    // The late rank's match of the first collective: non-blocking, as
+    // blocking collectives never match non-blocking ones.
+    std::function<void(MPI_Comm)> join;
+  };
+  const std::vector<Step> steps{
+      // From the late rank: a root that sent eagerly would not wait for it.
+      {"broadcast_object (size)",
+       [missing](ProcessGroup& g) {
+         c10::IValue object(int64_t{7});
+         g.broadcast_object(object, missing);
+       },
+       [missing](MPI_Comm comm) {
+         int64_t length = 0;
+         MPI_Request request = MPI_REQUEST_NULL;
+         MPI_Ibcast(&length, static_cast<int>(sizeof length), MPI_BYTE, missing, comm, &request);
+         MPI_Wait(&request, MPI_STATUS_IGNORE);
+       }},
+      {"all_gather_object (sizes)", [](ProcessGroup& g) { (void)g.all_gather_object(c10::IValue(int64_t{1})); },
+       [ranks](MPI_Comm comm) {
+         int length = 0;
+         std::vector<int> lengths(ranks);
+         MPI_Request request = MPI_REQUEST_NULL;
+         MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm, &request);
+         MPI_Wait(&request, MPI_STATUS_IGNORE);
+       }},
+      // The group's deadline is a minute: the call's own option must win.
+      {"all_gather_varying (row counts) did not complete within 1000 ms",
+       [](ProcessGroup& g) { (void)g.all_gather_varying(torch::ones({2}), {.timeout = milliseconds(1000)}); },
+       [ranks](MPI_Comm comm) {
+         int64_t rows = 0;
+         std::vector<int64_t> all(ranks);
+         MPI_Request request = MPI_REQUEST_NULL;
+         MPI_Iallgather(&rows, static_cast<int>(sizeof rows), MPI_BYTE, all.data(), static_cast<int>(sizeof rows),
+                        MPI_BYTE, comm, &request);
+         MPI_Wait(&request, MPI_STATUS_IGNORE);
+       }},
+  };
+  for (const Step& step : steps) {
+    const bool per_call = step.expected.find("1000 ms") != std::string::npos;
+    auto group = ProcessGroup::world(state, {.timeout = per_call ? milliseconds(60000) : milliseconds(1000),
+                                             .abort_on_timeout = false});
+    if (!late) {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        step.call(*group);
+        ADD_FAILURE() << step.expected << ": completed without rank " << missing;
+      } catch (const accelerate::TimeoutError& error) {
+        const std::string text = error.what();
+        EXPECT_NE(text.find(step.expected), std::string::npos) << text;
+        EXPECT_NE(text.find(never_arrived), std::string::npos) << text;
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << step.expected;
+      MPI_Barrier(MPI_COMM_WORLD);  // let the late rank go
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);  // arrive only after the others gave up
+      step.join(group->control_comm());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // progress here completes the abandoned collective
+  }
+}
+
+// gather_object: only the root waits for everyone.
+TEST(Timeout, GatherObjectNamesTheMissingRankOnTheRoot) {
+  const accelerate::State state;
+  if (state.num_processes() < 2) GTEST_SKIP() << "needs a rank to go missing";
+  const int missing = state.num_processes() - 1;
+  auto group = ProcessGroup::world(state, {.timeout = std::chrono::milliseconds(1000), .abort_on_timeout = false});
+  if (state.process_index() == 0) {
+    try {
+      (void)group->gather_object(c10::IValue(int64_t{1}), 0);
+      ADD_FAILURE() << "gather_object completed without rank " << missing;
+    } catch (const accelerate::TimeoutError& error) {
+      const std::string text = error.what();
+      EXPECT_NE(text.find("gather_object (sizes)"), std::string::npos) << text;
+      // Senders that finished are listed too: they no longer answer.
+      EXPECT_NE(text.find("Ranks that never arrived: "), std::string::npos) << text;
+      EXPECT_NE(text.find(std::to_string(missing) + " (no answer"), std::string::npos) << text;
+    }
+  } else if (state.process_index() != missing) {
+    // Other senders may finish or give up waiting for the root's payload step.
+    try {
+      (void)group->gather_object(c10::IValue(int64_t{1}), 0);
+    } catch (const accelerate::TimeoutError&) {
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (state.process_index() == missing) {
+    int length = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Igather(&length, 1, MPI_INT, nullptr, 1, MPI_INT, 0, group->control_comm(), &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

@@ -35,9 +35,6 @@
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
-namespace detail {
-class ArrivalBoard;
-}  // namespace detail
 
 struct ProcessGroupOptions {
   /// Deadline of every collective; unset takes the State's (ACCELERATE_TIMEOUT, default 1800 s).
@@ -152,7 +149,7 @@ class ProcessGroup {
   std::vector<c10::IValue> all_gather_object(const c10::IValue& object);
 
   /// The MPI communicator of the group's control traffic (objects, checks).
-  [[nodiscard]] MPI_Comm control_comm() const noexcept { return control_; }
+  [[nodiscard]] MPI_Comm control_comm() const noexcept;
   /// Ends with this group: models prepared on it stop with an Error after it is gone.
   [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
 
@@ -161,19 +158,17 @@ class ProcessGroup {
   /// Adopts `nccl` (possibly nullptr) instead of creating the NCCL backend.
   ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
                std::unique_ptr<Backend> nccl);
-  void wait_control(MPI_Request& request, std::chrono::milliseconds timeout, const std::string& what);
-  void wait_control(MPI_Request& request, const std::string& what);
   void verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule);
-  std::vector<std::vector<char>> exchange_bytes(const std::vector<char>& mine, int root, bool everyone,
-                                                const std::string& what);
 
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
   bool debug_mode_ = false;
   std::chrono::milliseconds timeout_;
-  MPI_Comm control_ = MPI_COMM_NULL;
-  std::unique_ptr<detail::ArrivalBoard> control_board_;  // names the ranks missing from a control step
+  // The control communicator (objects, checks, row counts), its arrival
+  // board and the DeadlineComm over them (process_group.cpp).
+  struct Control;
+  std::unique_ptr<Control> control_;
   std::unique_ptr<Backend> mpi_;
   std::unique_ptr<Backend> nccl_;
   std::string no_nccl_reason_;  // why a CUDA device's group has no NCCL (ranks share a GPU)
