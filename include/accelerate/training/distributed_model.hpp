@@ -174,9 +174,10 @@ class DistributedModel {
     if (convert_outputs_to_fp32_) output = outputs_to_fp32(std::move(output));
     return output;
   }
-  /// What forward() does before the module runs: broadcasts buffers
-  /// (broadcast_buffers, synchronising steps only) and arms the reducer.
-  /// Call it when running the module's forward yourself.
+  /// What forward() does before the module runs: broadcasts rank 0's
+  /// buffers (broadcast_buffers; before every forward, as PyTorch's DDP
+  /// does) and arms the reducer. Call it when running the module's forward
+  /// yourself.
   void prepare_forward();
 
   /// For the Accelerator (prepare): from now on a gradient reaching this
