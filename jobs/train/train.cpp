@@ -145,7 +145,7 @@ int run(const TrainOptions& options) {
                           accelerate::data_loader(ClusterDataset(kEvalSamples, 2), {.batch_size = options.batch_size}));
 
   accelerator.print("train: " + std::to_string(accelerator.num_processes()) + " process(es), device " +
-                    accelerator.state().device() + ", mixed precision " +
+                    accelerator.state().device().str() + ", mixed precision " +
                     std::string(accelerate::to_string(accelerator.mixed_precision())) + ", global batch " +
                     std::to_string(train_loader->total_batch_size() * accelerator.gradient_accumulation_steps()) +
                     ", seed " + std::to_string(seed));

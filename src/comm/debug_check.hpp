@@ -13,10 +13,10 @@
 
 namespace accelerate::detail {
 
-enum class ShapeRule {
-  Exact,     ///< every dimension must match (all_reduce, broadcast, all_gather, …)
-  Trailing,  ///< dimensions after the first must match (all_gather_varying)
-  Ignore,    ///< only operation and root are compared (barrier, objects)
+enum class ShapeRule : int {  // declared ahead in process_group.hpp
+  Exact,                      ///< every dimension must match (all_reduce, broadcast, all_gather, …)
+  Trailing,                   ///< dimensions after the first must match (all_gather_varying)
+  Ignore,                     ///< only operation and root are compared (barrier, objects)
 };
 
 void verify_collective(MPI_Comm control, std::string_view group, std::string_view operation, const at::Tensor* tensor,

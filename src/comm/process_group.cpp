@@ -14,6 +14,7 @@
 #include "comm/debug_check.hpp"
 #include "comm/mpi/mpi_backend.hpp"
 #include "comm/object_serialization.hpp"
+#include "comm/tensor_checks.hpp"
 #include "detail/arrival_board.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "detail/deadline_comm.hpp"
@@ -30,11 +31,6 @@ namespace accelerate {
 namespace {
 
 using detail::ShapeRule;
-
-int device_index(const std::string& device) {
-  const auto colon = device.find(':');
-  return colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
-}
 
 // Shape of the output of a [k, …] -> [n*k, …] collective.
 std::vector<int64_t> stacked_sizes(const at::Tensor& input, int64_t factor) {
@@ -161,18 +157,16 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
 #if ACCELERATE_HAVE_NCCL
   // Eagerly and collectively: a communicator created inside the first
   // collective deadlocks when ranks reach different first collectives.
-  if (state.device().rfind("cuda", 0) == 0) {
+  if (state.device().is_cuda()) {
     // Ranks sharing a GPU: NCCL would refuse the communicator. The group
     // still carries CPU tensors; CUDA tensors get the reason (backend_for).
-    if (auto shared = detail::find_shared_gpus(comm, device_index(state.device()), timeout_)) {
+    if (auto shared = detail::find_shared_gpus(comm, state.device().index(), timeout_)) {
       no_nccl_reason_ = std::move(*shared);
     } else {
-      nccl_ = detail::make_nccl_backend(comm, device_index(state.device()), name_,
+      nccl_ = detail::make_nccl_backend(comm, state.device().index(), name_,
                                         detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
     }
   }
-#else
-  (void)device_index;
 #endif
 }
 
@@ -251,10 +245,9 @@ Backend& ProcessGroup::backend_for(const c10::Device& device) {
                     "; use CPU or CUDA tensors.");
 }
 
-void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule) {
+void ProcessGroup::verify(const char* operation, const at::Tensor* tensor, int root, ShapeRule rule) {
   if (!debug_mode_) return;
-  detail::verify_collective(control_comm(), name_, operation, tensor, root, static_cast<ShapeRule>(shape_rule),
-                            timeout_);
+  detail::verify_collective(control_comm(), name_, operation, tensor, root, rule, timeout_);
 }
 
 // --- asynchronous ------------------------------------------------------------
@@ -270,61 +263,94 @@ at::Tensor ProcessGroup::all_reduce_buffer(int64_t numel, const at::TensorOption
     // The signature of the buffer asked for (one element's memory: only its
     // dtype, device and shape are compared).
     const at::Tensor signature = at::empty_strided({numel}, {0}, options.requires_grad(false));
-    verify("all_reduce_buffer", &signature, 0, static_cast<int>(ShapeRule::Exact));
+    verify("all_reduce_buffer", &signature, 0, ShapeRule::Exact);
   }
   return backend_for(options.device()).make_all_reduce_buffer(numel, options);
 }
 
+// Each collective checks its arguments here, once for every backend
+// (backend.hpp). The tensor the debug-mode check reads is checked first; the
+// debug-mode check runs before the rest, so that a root or shape that differs
+// between ranks is reported on every rank rather than on one.
+
 std::unique_ptr<Work> ProcessGroup::all_reduce_async(at::Tensor& tensor, const AllReduceOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_reduce_async");
-  verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(tensor, "all_reduce", "input");
+  verify("all_reduce", &tensor, 0, ShapeRule::Exact);
   return backend_for(tensor.device()).all_reduce(tensor, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::broadcast_async(at::Tensor& tensor, const BroadcastOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::broadcast_async");
-  verify("broadcast", &tensor, options.root, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(tensor, "broadcast", "input");
+  verify("broadcast", &tensor, options.root, ShapeRule::Exact);
+  detail::check_root(options.root, size_, name_, "broadcast");
   return backend_for(tensor.device()).broadcast(tensor, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::all_gather_async(at::Tensor& output, const at::Tensor& input,
                                                      const AllGatherOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_gather_async");
-  verify("all_gather", &input, 0, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(input, "all_gather", "input");
+  verify("all_gather", &input, 0, ShapeRule::Exact);
+  detail::check_pair(output, input, "all_gather");
+  detail::check_numel(output, input.numel() * size_, "all_gather", "output", "group size × input elements");
   return backend_for(input.device()).all_gather(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::gather_async(at::Tensor& output, const at::Tensor& input,
                                                  const GatherOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::gather_async");
-  verify("gather", &input, options.root, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(input, "gather", "input");
+  verify("gather", &input, options.root, ShapeRule::Exact);
+  detail::check_root(options.root, size_, name_, "gather");
+  if (rank_ == options.root) {  // the output exists on the root only
+    detail::check_pair(output, input, "gather");
+    detail::check_numel(output, input.numel() * size_, "gather", "output", "group size × input elements");
+  }
   return backend_for(input.device()).gather(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::scatter_async(at::Tensor& output, const at::Tensor& input,
                                                   const ScatterOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::scatter_async");
-  verify("scatter", &output, options.root, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(output, "scatter", "output");
+  verify("scatter", &output, options.root, ShapeRule::Exact);
+  detail::check_root(options.root, size_, name_, "scatter");
+  if (rank_ == options.root) {  // the input exists on the root only
+    detail::check_pair(output, input, "scatter");
+    detail::check_numel(input, output.numel() * size_, "scatter", "input", "group size × output elements");
+  }
   return backend_for(output.device()).scatter(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor& output, const at::Tensor& input,
                                                          const ReduceScatterOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::reduce_scatter_async");
-  verify("reduce_scatter", &input, 0, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(input, "reduce_scatter", "input");
+  verify("reduce_scatter", &input, 0, ShapeRule::Exact);
+  detail::check_pair(output, input, "reduce_scatter");
+  detail::check_numel(input, output.numel() * size_, "reduce_scatter", "input", "group size × output elements");
   return backend_for(input.device()).reduce_scatter(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::all_to_all_async(at::Tensor& output, const at::Tensor& input,
                                                      const AllToAllOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_to_all_async");
-  verify("all_to_all", &input, 0, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(input, "all_to_all", "input");
+  verify("all_to_all", &input, 0, ShapeRule::Exact);
+  detail::check_pair(output, input, "all_to_all");
+  if (input.numel() % size_ != 0) {
+    throw ConfigError("all_to_all: the input " + detail::shape_of(input) + " does not split into " +
+                      std::to_string(size_) + " equal blocks; its element count must be a multiple of the group size.");
+  }
+  detail::check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   return backend_for(input.device()).all_to_all(output, input, options);
 }
 
 std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::barrier_async");
-  verify("barrier", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
+  verify("barrier", nullptr, 0, ShapeRule::Ignore);
   return mpi_->barrier(options);
 }
 
@@ -332,7 +358,8 @@ std::unique_ptr<Work> ProcessGroup::barrier_async(const BarrierOptions& options)
 
 void ProcessGroup::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
   ACCELERATE_PROFILE_RANGE("accelerate::all_reduce");
-  verify("all_reduce", &tensor, 0, static_cast<int>(ShapeRule::Exact));
+  detail::check_defined(tensor, "all_reduce", "input");
+  verify("all_reduce", &tensor, 0, ShapeRule::Exact);
   backend_for(tensor.device()).all_reduce_blocking(tensor, options);
 }
 
@@ -349,12 +376,13 @@ at::Tensor ProcessGroup::all_gather(const at::Tensor& input, const AllGatherOpti
 }
 
 at::Tensor ProcessGroup::all_gather_varying(const at::Tensor& input, const AllGatherOptions& options) {
+  detail::check_defined(input, "all_gather_varying", "input");
   if (input.dim() == 0) {
-    throw ConfigError(detail::where() +
-                      " all_gather_varying: a 0-d tensor has no first dimension to vary; "
-                      "use all_gather, or reshape to [1].");
+    throw ConfigError(
+        "all_gather_varying: a 0-d tensor has no first dimension to vary; "
+        "use all_gather, or reshape to [1].");
   }
-  verify("all_gather_varying", &input, 0, static_cast<int>(ShapeRule::Trailing));
+  verify("all_gather_varying", &input, 0, ShapeRule::Trailing);
   // Row counts first (over the control communicator), then the payload.
   const std::vector<int64_t> counts = control_->deadline.with_timeout(options.timeout.value_or(timeout_))
                                           .all_gather(int64_t{input.size(0)}, "all_gather_varying (row counts)");
@@ -405,7 +433,7 @@ void ProcessGroup::broadcast_object(c10::IValue& object, int root) {
     throw ConfigError(detail::where() + " broadcast_object: root " + std::to_string(root) +
                       " is not a rank of group '" + name_ + "'.");
   }
-  verify("broadcast_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
+  verify("broadcast_object", nullptr, root, ShapeRule::Ignore);
   std::vector<char> bytes;
   if (rank_ == root) bytes = detail::serialize_object(object);
   int64_t length = static_cast<int64_t>(bytes.size());
@@ -436,7 +464,7 @@ std::vector<c10::IValue> ProcessGroup::gather_object(const c10::IValue& object, 
     throw ConfigError(detail::where() + " gather_object: root " + std::to_string(root) + " is not a rank of group '" +
                       name_ + "'.");
   }
-  verify("gather_object", nullptr, root, static_cast<int>(ShapeRule::Ignore));
+  verify("gather_object", nullptr, root, ShapeRule::Ignore);
   const std::vector<char> mine = detail::serialize_object(object);
   check_object_size(mine, "gather_object");
   std::vector<c10::IValue> objects;
@@ -447,7 +475,7 @@ std::vector<c10::IValue> ProcessGroup::gather_object(const c10::IValue& object, 
 }
 
 std::vector<c10::IValue> ProcessGroup::all_gather_object(const c10::IValue& object) {
-  verify("all_gather_object", nullptr, 0, static_cast<int>(ShapeRule::Ignore));
+  verify("all_gather_object", nullptr, 0, ShapeRule::Ignore);
   const std::vector<char> mine = detail::serialize_object(object);
   check_object_size(mine, "all_gather_object");
   std::vector<c10::IValue> objects;

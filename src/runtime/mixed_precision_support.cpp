@@ -11,13 +11,8 @@
 
 namespace accelerate {
 
-void check_mixed_precision_supported(MixedPrecision mode, std::string_view device) {
-  const std::string type(device.substr(0, device.find(':')));
-  if (type != "cpu" && type != "cuda") {
-    throw ConfigError("mixed_precision: device '" + std::string(device) +
-                      "' is neither cpu nor cuda; mixed precision is supported on those two only.");
-  }
-  if (mode == MixedPrecision::FP16 && type == "cpu" && !is_cpu_fp16_autocast_available()) {
+void check_mixed_precision_supported(MixedPrecision mode, const DeviceId& device) {
+  if (mode == MixedPrecision::FP16 && device.is_cpu() && !is_cpu_fp16_autocast_available()) {
     throw ConfigError("mixed_precision: \"fp16\" on the CPU needs LibTorch 2.5 or newer (this is " + torch_version() +
                       ", whose CPU autocast is bfloat16 only), and this process runs on the CPU. Use \"bf16\", "
                       "\"no\", a GPU, or a newer LibTorch.");

@@ -36,12 +36,6 @@ std::string join(const std::vector<int>& values) {
   return out;
 }
 
-// "cuda:3" -> 3; anything else -> nullopt.
-std::optional<int> cuda_index(const std::string& device) {
-  if (device.rfind("cuda:", 0) != 0) return std::nullopt;
-  return std::atoi(device.c_str() + 5);
-}
-
 // The GPU of every local rank when all ranks see the same devices and rank
 // r drives device r % count (State's choice); empty on CPU-only ranks.
 std::vector<std::string> gpu_ids_from_local_view(int num_local) {
@@ -58,10 +52,11 @@ std::vector<std::string> gpu_ids_from_local_view(int num_local) {
 std::vector<std::string> gpu_ids_from_node(const State& state) {
   constexpr int width = 32;
   std::string mine(width, '\0');
-  if (auto index = cuda_index(state.device())) {
+  if (state.device().is_cuda()) {
+    const auto index = static_cast<std::size_t>(state.device().index());
     const std::vector<std::string> visible = detail::visible_gpu_pci_bus_ids();
-    if (*index >= 0 && static_cast<std::size_t>(*index) < visible.size()) {
-      const std::string& id = visible[static_cast<std::size_t>(*index)];
+    if (index < visible.size()) {
+      const std::string& id = visible[index];
       std::copy_n(id.begin(), std::min<std::size_t>(id.size(), width - 1), mine.begin());
     }
   }

@@ -278,10 +278,10 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
 void State::choose_device(bool force_cpu) {
   const int gpus = force_cpu ? 0 : detail::visible_cuda_devices();
   if (gpus > 0) {
-    device_ = "cuda:" + std::to_string(local_rank_ % gpus);
+    device_ = DeviceId::cuda(local_rank_ % gpus);
     detail::bind_cuda_device(local_rank_ % gpus);
   } else {
-    device_ = "cpu";
+    device_ = DeviceId::cpu();
   }
   if (size_ == 1) {
     distributed_type_ = DistributedType::NO;
@@ -310,7 +310,7 @@ void State::print(std::string_view text) const {
 std::string State::describe() const {
   return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + " local " + std::to_string(local_rank_) + "/" +
          std::to_string(local_size_) + " node " + std::to_string(node_index_) + "/" + std::to_string(num_nodes_) +
-         " host " + host_ + " device " + device_ + " cpus " + format_cpu_list(allowed_cpus()) + " type " +
+         " host " + host_ + " device " + device_.str() + " cpus " + format_cpu_list(allowed_cpus()) + " type " +
          std::string(to_string(distributed_type_)) + " launcher " + std::string(to_string(launcher_.kind));
 }
 

@@ -61,7 +61,8 @@ void check_init_kwargs(const InitProcessGroupKwargs& kwargs, const State& state)
   const std::string& backend = *kwargs.backend;
   if (backend == "mpi") {
     if (!state.use_cpu()) {
-      throw ConfigError("InitProcessGroupKwargs: backend 'mpi' was asked for, but this run uses " + state.device() +
+      throw ConfigError("InitProcessGroupKwargs: backend 'mpi' was asked for, but this run uses " +
+                        state.device().str() +
                         ", whose tensors go through NCCL. Leave backend unset, or run with cpu = true.");
     }
   } else if (backend == "nccl") {
@@ -85,7 +86,7 @@ void take_settings_of(const State& state, const AcceleratorOptions& options, Res
     throw ConfigError(detail::where() +
                       " Accelerator: the options ask for cpu = true, but the State it runs on "
                       "uses " +
-                      state.device() + ". Build the State with StateOptions::cpu = true, or leave cpu unset.");
+                      state.device().str() + ". Build the State with StateOptions::cpu = true, or leave cpu unset.");
   }
   if (options.init_kwargs.timeout && *options.init_kwargs.timeout != state.timeout()) {
     throw ConfigError(detail::where() + " Accelerator: InitProcessGroupKwargs::timeout is " +

@@ -29,6 +29,7 @@
 #include "detail/profile_range.hpp"
 #include "training/gradient_ready_hook.hpp"
 #include "training/meta_tensor_check.hpp"
+#include "training/qualified_name.hpp"
 #include "training/replica_groups.hpp"
 #include "training/shard_clipping.hpp"
 
@@ -75,10 +76,6 @@ void allocate_storage(const at::Tensor& whole) {
   if (storage->nbytes() == nbytes) return;
   storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
   storage->set_nbytes(nbytes);
-}
-
-std::string qualified(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
 }
 
 // Which FullyShardedModel's unit a module is, for ShardedUnitScope.
@@ -315,7 +312,7 @@ void FullyShardedModel::choose_units(const UnitPolicy& policy) {
   std::map<const c10::TensorImpl*, std::size_t> owned_index;
   for (std::size_t i = 0; i < modules.size(); ++i) {
     for (const auto& named : modules[i].value()->named_parameters(/*recurse=*/false)) {
-      const std::string name = qualified(modules[i].key(), named.key());
+      const std::string name = detail::qualified_name(modules[i].key(), named.key());
       const auto [known, added] = owned_index.emplace(named.value().unsafeGetTensorImpl(), owned.size());
       if (added) {
         owned.push_back({named.value(), holder[i], {name}});

@@ -6,14 +6,11 @@
 #include <utility>
 
 #include "accelerate/error.hpp"
+#include "training/qualified_name.hpp"
 
 namespace accelerate {
 
 namespace {
-
-std::string qualified(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
-}
 
 std::int64_t direct_parameter_count(const torch::nn::Module& module) {
   std::int64_t count = 0;
@@ -27,7 +24,7 @@ std::int64_t claim_by_size(const torch::nn::Module& module, const std::string& n
                            std::int64_t min_num_params, std::vector<std::string>& units) {
   std::int64_t unclaimed = direct_parameter_count(module);
   for (const auto& child : module.named_children()) {
-    unclaimed += claim_by_size(*child.value(), qualified(name, child.key()), false, min_num_params, units);
+    unclaimed += claim_by_size(*child.value(), detail::qualified_name(name, child.key()), false, min_num_params, units);
   }
   if (!is_root && unclaimed >= min_num_params && unclaimed > 0) {
     units.push_back(name);

@@ -185,12 +185,12 @@ TEST_F(AcceleratorEdges, PreparedObjectsOutlivingTheAcceleratorFailWithAnError) 
 TEST_F(AcceleratorEdges, ModelsOfAStandaloneGroupFailOnceTheGroupIsGone) {
   const acc::State state;
   Net net;
-  net->to(torch::Device(state.device()));
+  net->to(accelerate::torch_device(state.device()));
   auto group = acc::ProcessGroup::world(state);
   acc::DistributedModel model(net.ptr(), *group);
   group.reset();
   const std::string message = acc::testing::error_of<acc::Error>(
-      [&] { model.forward<NetImpl>(torch::ones({1, 2}).to(torch::Device(state.device()))); });
+      [&] { model.forward<NetImpl>(torch::ones({1, 2}).to(accelerate::torch_device(state.device()))); });
   expect_destroyed_error(message, "DistributedModel::forward");
   EXPECT_NE(message.find("the ProcessGroup"), std::string::npos) << message;
 }

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+#include <string>
+
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
@@ -213,6 +216,34 @@ TEST_F(MpiBackendTest, WrongOutputSizeIsRejected) {
   EXPECT_THROW(group->broadcast(t, {.root = size}), accelerate::ConfigError);
   if (size > 1) EXPECT_THROW(group->reduce_scatter(torch::ones({size + 1, 2})), accelerate::ConfigError);
   EXPECT_THROW(group->all_to_all(torch::tensor(1.0)), accelerate::ConfigError);
+}
+
+// ProcessGroup checks the arguments before it routes a call, whatever the
+// backend: these reach no backend, and every rank gets the same answer.
+TEST_F(MpiBackendTest, ArgumentsAreCheckedBeforeAnyBackendSeesThem) {
+  const auto message_of = [](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const accelerate::ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no ConfigError");
+  };
+  const auto input = torch::ones({2});
+  auto on_meta = torch::empty({2L * size}, torch::TensorOptions().device(torch::kMeta));
+  EXPECT_NE(message_of([&] { group->all_gather_async(on_meta, input); }).find("put both on one device"),
+            std::string::npos);
+  auto doubles = torch::empty({2L * size}, torch::kDouble);
+  EXPECT_NE(message_of([&] { group->all_gather_async(doubles, input); }).find("differs from input dtype"),
+            std::string::npos);
+  auto undefined = torch::Tensor();
+  EXPECT_NE(message_of([&] { group->all_reduce(undefined); }).find("all_reduce: the input tensor is undefined"),
+            std::string::npos);
+  auto output = torch::empty({2});
+  EXPECT_NE(message_of([&] { group->gather_async(output, input, {.root = -1}); }).find("root -1 is not a rank of group"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { group->scatter_async(output, input, {.root = size}); }).find("is not a rank of group"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -220,7 +220,7 @@ TEST(State, DescribeNamesTheRank) {
   const std::string line = state.describe();
   EXPECT_EQ(line.rfind("rank " + std::to_string(world_rank()) + "/" + std::to_string(world_size()), 0), 0U)
       << line;
-  EXPECT_NE(line.find("device " + state.device()), std::string::npos) << line;
+  EXPECT_NE(line.find("device " + state.device().str()), std::string::npos) << line;
 }
 
 }  // namespace

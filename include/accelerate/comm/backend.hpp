@@ -14,6 +14,12 @@
 //   scatter         input [n*k, …] on root -> output [k, …]
 //   reduce_scatter  input [n*k, …]        -> output [k, …]
 //   all_to_all      input [n*k, …]        -> output [n*k, …] (block r goes to rank r)
+//
+// ProcessGroup checks the arguments once, for every backend, before it
+// routes a call: tensors defined and on one device, one dtype, element counts
+// as above, a root that is a rank of the group, all_gather_v's counts. A
+// backend checks only what is its own: the device kind it carries and what
+// its library needs (contiguity for NCCL, MPI's int counts).
 #pragma once
 
 #include <ATen/core/Tensor.h>

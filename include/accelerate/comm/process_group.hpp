@@ -35,6 +35,9 @@
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
+namespace detail {
+enum class ShapeRule : int;  // what the debug-mode check compares (comm/debug_check.hpp)
+}  // namespace detail
 
 struct ProcessGroupOptions {
   /// Deadline of every collective; unset takes the State's (ACCELERATE_TIMEOUT, default 1800 s).
@@ -158,7 +161,7 @@ class ProcessGroup {
   /// Adopts `nccl` (possibly nullptr) instead of creating the NCCL backend.
   ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
                std::unique_ptr<Backend> nccl);
-  void verify(const char* operation, const at::Tensor* tensor, int root, int shape_rule);
+  void verify(const char* operation, const at::Tensor* tensor, int root, detail::ShapeRule rule);
 
   std::string name_;
   int rank_ = 0;

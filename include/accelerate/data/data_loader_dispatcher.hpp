@@ -52,6 +52,7 @@
 #include "accelerate/data/seedable_sampler.hpp"
 #include "accelerate/data/stream_dataset.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/runtime/torch_device.hpp"
 
 namespace accelerate {
 
@@ -105,7 +106,7 @@ class DataLoaderDispatcher final : public BasicDataLoader<LoadedBatchOf<Dataset,
                        DataLoaderConfiguration config = {}, Collate collate_fn = {})
       : options_(std::move(options)),
         config_(config),
-        device_(state.device()),
+        device_(torch_device(state.device())),
         collate_(std::make_shared<const Collate>(std::move(collate_fn))) {
     constexpr std::string_view component = "DataLoaderDispatcher";
     detail::reject_samplers(component, options_);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/runtime/device_id.hpp"
+
 namespace accelerate {
 
 /// The loader options of the underlying torch DataLoader.
@@ -60,7 +62,7 @@ struct DataLoaderOptions {
 struct DataLoaderPlacement {
   int num_processes = 1;
   int process_index = 0;
-  std::string device = "cpu";
+  DeviceId device;  ///< the CPU unless given
 };
 
 /// The worker thread running the current code (torch's get_worker_info()).

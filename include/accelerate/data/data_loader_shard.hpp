@@ -51,6 +51,7 @@
 #include "accelerate/data/skip.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/runtime/torch_device.hpp"
 
 namespace accelerate {
 
@@ -169,7 +170,7 @@ class DataLoaderShard final : public BasicDataLoader<CollatedBatch<Dataset, Coll
                   DataLoaderConfiguration config, Collate collate_fn, const State* state)
       : options_(std::move(options)),
         config_(config),
-        device_(placement.device),
+        device_(torch_device(placement.device)),
         collate_(std::make_shared<const Collate>(std::move(collate_fn))) {
     constexpr std::string_view component = "DataLoaderShard";
     const auto length = std::as_const(dataset).size();

@@ -31,6 +31,7 @@
 #include "accelerate/data/skip.hpp"
 #include "accelerate/data/stream_dataset.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/runtime/torch_device.hpp"
 
 namespace accelerate {
 
@@ -78,7 +79,7 @@ class StreamDataLoaderShard final : public BasicDataLoader<StreamBatchOf<Dataset
         collate_(std::move(collate_fn)),
         options_(std::move(options)),
         config_(config),
-        device_(placement.device),
+        device_(torch_device(placement.device)),
         sharding_{.batch_size = options_.batch_size,
                   .drop_last = options_.drop_last,
                   .num_processes = placement.num_processes,

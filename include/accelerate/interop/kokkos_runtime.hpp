@@ -53,11 +53,7 @@ inline bool& finalized_by_runtime() noexcept {
   return finalized;
 }
 
-inline int device_index_of(const State& state) {
-  const std::string& device = state.device();
-  const std::string prefix = "cuda:";
-  return device.rfind(prefix, 0) == 0 ? std::stoi(device.substr(prefix.size())) : -1;
-}
+inline int device_index_of(const State& state) { return state.device().index(); }
 
 [[noreturn]] inline void runtime_error(const std::string& what, const std::string& remedy) {
   throw ConfigError("KokkosRuntime: " + what + ". " + remedy);
@@ -159,7 +155,7 @@ class [[nodiscard]] KokkosRuntime {
     const int running = static_cast<int>(detail::kokkos_device_index());
     if (wanted >= 0 && running != wanted) {
       detail::runtime_error("Kokkos runs on cuda:" + std::to_string(running) + " but the State chose " +
-                                state.device() + " for this rank",
+                                state.device().str() + " for this rank",
                             "Let KokkosRuntime initialise Kokkos, or pass --kokkos-device-id=" +
                                 std::to_string(wanted) + " (the State's device) when initialising it yourself");
     }

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "accelerate/runtime/device_id.hpp"
+
 namespace accelerate {
 
 enum class MixedPrecision {
@@ -22,12 +24,11 @@ MixedPrecision parse_mixed_precision(std::string_view text);
 /// "no", "fp16" or "bf16".
 std::string_view to_string(MixedPrecision mode) noexcept;
 
-/// Checks that `mode` can run on a device of this type ("cpu", "cuda",
-/// "cuda:1", …). fp16 on the CPU needs float16 CPU autocast (LibTorch 2.5 or
+/// Checks that `mode` can run on `device` (a DeviceId, or its text: "cpu",
+/// "cuda", "cuda:1"; other text throws ConfigError as it is parsed). fp16 on the CPU needs float16 CPU autocast (LibTorch 2.5 or
 /// newer, is_cpu_fp16_autocast_available()); with an older LibTorch it throws
 /// ConfigError naming the version and bf16. Accelerate trains fp16 on a CPU
-/// silently in fp32; here the request does what it says or fails. Unknown
-/// device types throw too.
-void check_mixed_precision_supported(MixedPrecision mode, std::string_view device);
+/// silently in fp32; here the request does what it says or fails.
+void check_mixed_precision_supported(MixedPrecision mode, const DeviceId& device);
 
 }  // namespace accelerate

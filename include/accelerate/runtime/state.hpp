@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "accelerate/runtime/device_id.hpp"
 #include "accelerate/runtime/distributed_type.hpp"
 #include "accelerate/runtime/launcher.hpp"
 #include "accelerate/runtime/lifetime.hpp"
@@ -97,9 +98,9 @@ class State {
   [[nodiscard]] bool is_local_main_process() const noexcept { return local_rank_ == 0; }
   [[nodiscard]] bool is_last_process() const noexcept { return rank_ == size_ - 1; }
   [[nodiscard]] DistributedType distributed_type() const noexcept { return distributed_type_; }
-  /// "cpu" or "cuda:<i>"; accepted as is by torch::Device.
-  [[nodiscard]] const std::string& device() const noexcept { return device_; }
-  [[nodiscard]] bool use_cpu() const noexcept { return device_ == "cpu"; }
+  /// The CPU, or CUDA device local_rank % visible GPUs (accelerate::torch_device converts it).
+  [[nodiscard]] const DeviceId& device() const noexcept { return device_; }
+  [[nodiscard]] bool use_cpu() const noexcept { return device_.is_cpu(); }
   [[nodiscard]] const std::string& host() const noexcept { return host_; }
 
   // --- MPI ----------------------------------------------------------------
@@ -158,7 +159,7 @@ class State {
   int node_index_ = 0;
   int num_nodes_ = 1;
   DistributedType distributed_type_ = DistributedType::NO;
-  std::string device_ = "cpu";
+  DeviceId device_;
   std::string host_;
   LauncherInfo launcher_;
   std::chrono::seconds timeout_{1800};

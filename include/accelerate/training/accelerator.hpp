@@ -48,6 +48,7 @@
 #include "accelerate/random/seed.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/runtime/torch_device.hpp"
 #include "accelerate/tracking/tracker_set.hpp"
 #include "accelerate/training/accelerated_optimizer.hpp"
 #include "accelerate/training/accelerated_scheduler.hpp"
@@ -146,7 +147,7 @@ class Accelerator {
   [[nodiscard]] bool is_last_process() const noexcept { return state_->is_last_process(); }
   [[nodiscard]] bool use_distributed() const noexcept { return state_->num_processes() > 1; }
   [[nodiscard]] DistributedType distributed_type() const noexcept { return state_->distributed_type(); }
-  [[nodiscard]] c10::Device device() const { return c10::Device(state_->device()); }
+  [[nodiscard]] c10::Device device() const { return torch_device(state_->device()); }
   [[nodiscard]] MixedPrecision mixed_precision() const noexcept { return settings_.mixed_precision; }
   [[nodiscard]] const ResolvedSettings& settings() const noexcept { return settings_; }
   [[nodiscard]] int gradient_accumulation_steps() const noexcept { return gradient_state_.num_steps(); }

@@ -9,7 +9,6 @@
 
 #include "accelerate/error.hpp"
 #include "comm/mpi/mpi_tuning.hpp"
-#include "comm/tensor_checks.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::detail {
@@ -69,7 +68,6 @@ StagedPair stage_pair(const MpiTypeTable& types, const at::Tensor& output, const
                       const char* operation) {
   check_cpu(input, operation, "input");
   check_cpu(output, operation, "output");
-  check_same_dtype(output, input, operation);
   return {types.datatype(input.scalar_type()), stage_input(input), stage_output(output)};
 }
 
@@ -138,13 +136,6 @@ std::unique_ptr<Work> MpiBackend::post(OperationLabel label, MPI_Request request
   if (timeout) policy.timeout = *timeout;
   return std::make_unique<MpiWork>(std::move(label), request, std::move(keep_alive), std::move(epilogue), board_.get(),
                                    sequence, group_, policy, comm_.get());
-}
-
-void MpiBackend::check_root(int root, const char* operation) const {
-  if (root < 0 || root >= size_) {
-    throw ConfigError(std::string(operation) + ": root " + std::to_string(root) + " is not a rank of group '" + group_ +
-                      "' (ranks 0.." + std::to_string(size_ - 1) + ").");
-  }
 }
 
 std::unique_ptr<Work> MpiBackend::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
@@ -238,7 +229,6 @@ at::Tensor MpiBackend::make_all_reduce_buffer(int64_t numel, const at::TensorOpt
 
 std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
   check_cpu(tensor, "broadcast", "input");
-  check_root(options.root, "broadcast");
   const MPI_Datatype type = types_.datatype(tensor.scalar_type());
   Staged buffer = stage_output(tensor);
   if (buffer.staged() && rank_ == options.root) buffer.data.copy_(tensor);
@@ -257,7 +247,6 @@ std::unique_ptr<Work> MpiBackend::broadcast(at::Tensor& tensor, const BroadcastO
 std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tensor& input,
                                              const AllGatherOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "all_gather");
-  check_numel(output, input.numel() * size_, "all_gather", "output", "group size × input elements");
   if (shared_ && shared_->node_count() == 1) {
     // One node: through shared memory, completed within the call.
     auto work = on_shared_memory({"all_gather", {}, -1, &input}, options.timeout,
@@ -282,11 +271,6 @@ std::unique_ptr<Work> MpiBackend::all_gather(at::Tensor& output, const at::Tenso
 std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Tensor& input,
                                                std::span<const int64_t> counts, const AllGatherOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "all_gather_v");
-  if (static_cast<int>(counts.size()) != size_ || input.dim() == 0 ||
-      counts[static_cast<std::size_t>(rank_)] != input.size(0)) {
-    throw ConfigError("all_gather_v: expected one row count per rank (" + std::to_string(size_) +
-                      ") with this rank's equal to its input's first dimension.");
-  }
   int64_t row = 1;
   for (int64_t d = 1; d < input.dim(); ++d) row *= input.size(d);
   // Non-blocking collectives may read the count arrays until they complete
@@ -302,7 +286,6 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
     displacements[r] = mpi_count(total, "all_gather_v");
     total += counts[r] * row;
   }
-  check_numel(output, total, "all_gather_v", "output", "the sum of all ranks' rows");
   const int64_t sequence = board_->arrive();
   MPI_Request request = MPI_REQUEST_NULL;
   ACCELERATE_MPI_CHECK(MPI_Iallgatherv(in.data.data_ptr(), element_counts[static_cast<std::size_t>(rank_)], type,
@@ -315,12 +298,9 @@ std::unique_ptr<Work> MpiBackend::all_gather_v(at::Tensor& output, const at::Ten
 
 std::unique_ptr<Work> MpiBackend::gather(at::Tensor& output, const at::Tensor& input, const GatherOptions& options) {
   check_cpu(input, "gather", "input");
-  check_root(options.root, "gather");
   const bool root = rank_ == options.root;
   if (root) {
     check_cpu(output, "gather", "output");
-    check_same_dtype(output, input, "gather");
-    check_numel(output, input.numel() * size_, "gather", "output", "group size × input elements");
   }
   const MPI_Datatype type = types_.datatype(input.scalar_type());
   const Staged in = stage_input(input);
@@ -341,12 +321,9 @@ std::unique_ptr<Work> MpiBackend::gather(at::Tensor& output, const at::Tensor& i
 
 std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
   check_cpu(output, "scatter", "output");
-  check_root(options.root, "scatter");
   const bool root = rank_ == options.root;
   if (root) {
     check_cpu(input, "scatter", "input");
-    check_same_dtype(output, input, "scatter");
-    check_numel(input, output.numel() * size_, "scatter", "input", "group size × output elements");
   }
   const MPI_Datatype type = types_.datatype(output.scalar_type());
   const Staged in = root ? stage_input(input) : Staged{};
@@ -366,7 +343,6 @@ std::unique_ptr<Work> MpiBackend::scatter(at::Tensor& output, const at::Tensor& 
 std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                                  const ReduceScatterOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "reduce_scatter");
-  check_numel(input, output.numel() * size_, "reduce_scatter", "input", "group size × output elements");
   const MPI_Op op = types_.operation(options.op, input.scalar_type());
   if (shared_ && shared_->node_count() == 1) {
     // One node: through shared memory, completed within the call.
@@ -397,11 +373,6 @@ std::unique_ptr<Work> MpiBackend::reduce_scatter(at::Tensor& output, const at::T
 std::unique_ptr<Work> MpiBackend::all_to_all(at::Tensor& output, const at::Tensor& input,
                                              const AllToAllOptions& options) {
   const auto [type, in, out] = stage_pair(types_, output, input, "all_to_all");
-  if (input.numel() % size_ != 0) {
-    throw ConfigError("all_to_all: the input " + shape_of(input) + " does not split into " + std::to_string(size_) +
-                      " equal blocks; its element count must be a multiple of the group size.");
-  }
-  check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   const int block = mpi_count(in.data.numel() / size_, "all_to_all");
   mpi_count(in.data.numel(), "all_to_all");
   const int64_t sequence = board_->arrive();

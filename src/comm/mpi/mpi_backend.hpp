@@ -71,7 +71,6 @@ class MpiBackend final : public Backend {
   std::unique_ptr<Work> post(OperationLabel label, MPI_Request request, int64_t sequence,
                              std::vector<at::Tensor> keep_alive, std::function<void()> epilogue,
                              const Timeout& timeout);
-  void check_root(int root, const char* operation) const;
   /// all_reduce of a contiguous CPU tensor through shared memory, under the
   /// same deadline and report as every other collective.
   void shared_memory_all_reduce(at::Tensor& data, const at::Tensor& original, const AllReduceOptions& options);

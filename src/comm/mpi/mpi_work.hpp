@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "accelerate/comm/work.hpp"
+#include "comm/timeout_policy.hpp"
 
 namespace accelerate::detail {
 
@@ -34,11 +35,6 @@ struct OperationLabel {
   OperationLabel() = default;
   OperationLabel(const char* op, std::string_view qualifier_text, int root_rank, const at::Tensor* tensor);
   [[nodiscard]] std::string render() const;
-};
-
-struct TimeoutPolicy {
-  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  bool abort_job = true;  ///< after reporting, MPI_Abort (true) or throw TimeoutError (false)
 };
 
 /// Reports a collective that missed its deadline, on stderr or in the

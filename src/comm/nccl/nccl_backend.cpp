@@ -359,7 +359,6 @@ class NcclBackend final : public Backend {
   void check_tensor(const at::Tensor& tensor, const char* operation, const char* role) const {
     check_nccl_tensor(tensor, resources_->device, operation, role);
   }
-  void check_root(int root, const char* operation) const;
 
   std::shared_ptr<NcclResources> resources_;
   TimeoutPolicy policy_;
@@ -385,13 +384,6 @@ std::unique_ptr<Work> NcclBackend::post(std::string description, std::vector<at:
   return std::make_unique<NcclWork>(std::move(description), resources_, std::move(done), std::move(keep_alive), policy);
 }
 
-void NcclBackend::check_root(int root, const char* operation) const {
-  if (root < 0 || root >= resources_->size) {
-    throw ConfigError(std::string(operation) + ": root " + std::to_string(root) + " is not a rank of group '" +
-                      resources_->group + "' (ranks 0.." + std::to_string(resources_->size - 1) + ").");
-  }
-}
-
 std::unique_ptr<Work> NcclBackend::all_reduce(at::Tensor& tensor, const AllReduceOptions& options) {
   check_tensor(tensor, "all_reduce", "input");
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
@@ -406,7 +398,6 @@ std::unique_ptr<Work> NcclBackend::all_reduce(at::Tensor& tensor, const AllReduc
 
 std::unique_ptr<Work> NcclBackend::broadcast(at::Tensor& tensor, const BroadcastOptions& options) {
   check_tensor(tensor, "broadcast", "input");
-  check_root(options.root, "broadcast");
   const ncclDataType_t type = nccl_datatype(tensor.scalar_type());
   void* data = tensor.data_ptr();
   const std::size_t count = count_of(tensor);
@@ -421,8 +412,6 @@ std::unique_ptr<Work> NcclBackend::all_gather(at::Tensor& output, const at::Tens
                                               const AllGatherOptions& options) {
   check_tensor(input, "all_gather", "input");
   check_tensor(output, "all_gather", "output");
-  check_same_dtype(output, input, "all_gather");
-  check_numel(output, input.numel() * resources_->size, "all_gather", "output", "group size × input elements");
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const std::size_t count = count_of(input);
   return post("all_gather " + shape_of(input), {input, output}, options.timeout,
@@ -438,28 +427,17 @@ std::unique_ptr<Work> NcclBackend::all_gather_v(at::Tensor& output, const at::Te
                                                 std::span<const int64_t> counts, const AllGatherOptions& options) {
   check_tensor(input, "all_gather_v", "input");
   check_tensor(output, "all_gather_v", "output");
-  check_same_dtype(output, input, "all_gather_v");
   const int rank = resources_->rank;
   const int size = resources_->size;
-  if (static_cast<int>(counts.size()) != size || input.dim() == 0 ||
-      counts[static_cast<std::size_t>(rank)] != input.size(0)) {
-    throw ConfigError("all_gather_v: expected one row count per rank (" + std::to_string(size) +
-                      ") with this rank's equal to its input's first dimension.");
-  }
   int64_t row_elements = 1;  // elements per row: the product of the trailing dimensions
   for (int64_t d = 1; d < input.dim(); ++d) row_elements *= input.size(d);
   const auto row = static_cast<std::size_t>(row_elements);
   std::vector<std::size_t> offsets(counts.size());  // in elements
   int64_t total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
-    if (counts[r] < 0) {
-      throw ConfigError("all_gather_v: rank " + std::to_string(r) + "'s row count " + std::to_string(counts[r]) +
-                        " is negative.");
-    }
     offsets[r] = static_cast<std::size_t>(total);
     total += counts[r] * static_cast<int64_t>(row);
   }
-  check_numel(output, total, "all_gather_v", "output", "the sum of all ranks' rows");
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const std::size_t element = input.element_size();
   return post("all_gather_v " + shape_of(input), {input, output}, options.timeout,
@@ -484,15 +462,12 @@ std::unique_ptr<Work> NcclBackend::all_gather_v(at::Tensor& output, const at::Te
 
 std::unique_ptr<Work> NcclBackend::gather(at::Tensor& output, const at::Tensor& input, const GatherOptions& options) {
   check_tensor(input, "gather", "input");
-  check_root(options.root, "gather");
   const int rank = resources_->rank;
   const int size = resources_->size;
   const int root = options.root;
   const bool is_root = rank == root;
   if (is_root) {
     check_tensor(output, "gather", "output");
-    check_same_dtype(output, input, "gather");
-    check_numel(output, input.numel() * size, "gather", "output", "group size × input elements");
   }
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const std::size_t count = count_of(input);
@@ -523,15 +498,12 @@ std::unique_ptr<Work> NcclBackend::gather(at::Tensor& output, const at::Tensor& 
 
 std::unique_ptr<Work> NcclBackend::scatter(at::Tensor& output, const at::Tensor& input, const ScatterOptions& options) {
   check_tensor(output, "scatter", "output");
-  check_root(options.root, "scatter");
   const int rank = resources_->rank;
   const int size = resources_->size;
   const int root = options.root;
   const bool is_root = rank == root;
   if (is_root) {
     check_tensor(input, "scatter", "input");
-    check_same_dtype(output, input, "scatter");
-    check_numel(input, output.numel() * size, "scatter", "input", "group size × output elements");
   }
   const ncclDataType_t type = nccl_datatype(output.scalar_type());
   const std::size_t count = count_of(output);
@@ -564,8 +536,6 @@ std::unique_ptr<Work> NcclBackend::reduce_scatter(at::Tensor& output, const at::
                                                   const ReduceScatterOptions& options) {
   check_tensor(input, "reduce_scatter", "input");
   check_tensor(output, "reduce_scatter", "output");
-  check_same_dtype(output, input, "reduce_scatter");
-  check_numel(input, output.numel() * resources_->size, "reduce_scatter", "input", "group size × output elements");
   const ncclDataType_t type = nccl_datatype(input.scalar_type());
   const ncclRedOp_t op = nccl_reduction(options.op, input.scalar_type(), "reduce_scatter");
   const std::size_t count = count_of(output);
@@ -583,14 +553,8 @@ std::unique_ptr<Work> NcclBackend::all_to_all(at::Tensor& output, const at::Tens
                                               const AllToAllOptions& options) {
   check_tensor(input, "all_to_all", "input");
   check_tensor(output, "all_to_all", "output");
-  check_same_dtype(output, input, "all_to_all");
   const int rank = resources_->rank;
   const int size = resources_->size;
-  if (input.numel() % size != 0) {
-    throw ConfigError("all_to_all: the input " + shape_of(input) + " does not split into " + std::to_string(size) +
-                      " equal blocks; its element count must be a multiple of the group size.");
-  }
-  check_numel(output, input.numel(), "all_to_all", "output", "as many elements as the input");
   if (input.data_ptr() == output.data_ptr() && input.numel() > 0) {
     throw ConfigError(
         "all_to_all: the input and the output share memory; NCCL's sends and receives "

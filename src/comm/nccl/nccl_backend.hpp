@@ -9,7 +9,7 @@
 #include <string>
 
 #include "accelerate/comm/backend.hpp"
-#include "comm/mpi/mpi_work.hpp"
+#include "comm/timeout_policy.hpp"
 
 namespace accelerate::detail {
 

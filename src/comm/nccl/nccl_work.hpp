@@ -37,7 +37,7 @@
 
 #include "accelerate/comm/types.hpp"
 #include "accelerate/comm/work.hpp"
-#include "comm/mpi/mpi_work.hpp"
+#include "comm/timeout_policy.hpp"
 #include "detail/cuda_check.hpp"
 
 namespace accelerate::detail {
