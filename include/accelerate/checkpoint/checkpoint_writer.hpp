@@ -47,7 +47,9 @@ struct WriterOptions {
   /// Replicated tensors of at least this many bytes are split across the
   /// ranks; smaller ones are written whole by one rank, chosen to balance bytes.
   std::size_t split_threshold = std::size_t{1} << 20;
-  /// Datasets start at multiples of this many bytes (H5Pset_alignment).
+  /// Datasets of at least 16 × this many bytes (and 64 KiB) start at
+  /// multiples of it (H5Pset_alignment); smaller ones are packed, so that
+  /// the padding stays under 1/16 of the data (docs/checkpointing.md).
   std::size_t alignment = std::size_t{1} << 20;
   /// Collective (two-phase) MPI-IO for raw data. When false, HDF5 still
   /// issues the transfer collectively but lets each rank write its own
