@@ -1,5 +1,5 @@
 // CRC-32C throughput on one core. Every kernel this CPU offers
-// (checkpoint/crc32c.hpp) is timed beside a plain read of the same bytes,
+// (detail/crc32c.hpp) is timed beside a plain read of the same bytes,
 // which is the ceiling a checksum can reach, and beside ISA-L's own code
 // paths where the build has ISA-L. Sizes: one in cache and one from memory.
 // Rounds visit the peers in rotated order; medians are reported.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 
 #if BENCH_CHECKSUM_ISAL
 // ISA-L exports its per-CPU implementations beside the dispatching
@@ -33,7 +33,7 @@ __attribute__((weak)) unsigned int crc32_iscsi_by16_10(unsigned char* buffer, in
 
 namespace {
 
-namespace crc = accelerate::checkpoint::detail;
+namespace crc = accelerate::detail;
 using Clock = std::chrono::steady_clock;
 
 struct Peer {

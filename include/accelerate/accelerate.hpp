@@ -59,12 +59,12 @@
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 #include "accelerate/training/distributed_model.hpp"
 #include "accelerate/training/find_executable_batch_size.hpp"
+#include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/gradient_state.hpp"
 #include "accelerate/training/local_sgd.hpp"
 #include "accelerate/training/lr_schedules.hpp"
-#include "accelerate/training/fully_sharded_model.hpp"
-#include "accelerate/training/sharded_optimizer.hpp"
 #include "accelerate/training/prepared_model.hpp"
+#include "accelerate/training/sharded_optimizer.hpp"
 
 #if ACCELERATE_HAVE_HDF5
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
@@ -72,9 +72,9 @@
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/checkpoint/key_report.hpp"
-#include "accelerate/checkpoint/module_state.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
 #include "accelerate/checkpoint/save_load.hpp"
-#include "accelerate/checkpoint/training_checkpoint.hpp"
+#include "accelerate/training_state/module_state.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
+#include "accelerate/training_state/training_checkpoint.hpp"
 #endif

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdio>  // renameat2
@@ -19,7 +20,6 @@
 #include <thread>
 
 #include "accelerate/checkpoint/constants.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/error.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/timestamp.hpp"
@@ -160,6 +160,19 @@ std::optional<Manifest> read_complete_manifest(const fs::path& directory) {
   } catch (const ConfigError&) {
     return std::nullopt;  // a malformed manifest marks an incomplete checkpoint
   }
+}
+
+std::optional<std::int64_t> checkpoint_index(const fs::path& directory) {
+  const std::string name = directory.filename().string();
+  constexpr std::string_view prefix = "checkpoint_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  if (*first == '+' || *first == '-' || (*first == '0' && last - first > 1)) return std::nullopt;
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end != last) return std::nullopt;
+  return value;
 }
 
 std::vector<fs::path> list_checkpoints(const fs::path& root) {

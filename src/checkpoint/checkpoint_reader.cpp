@@ -19,7 +19,6 @@
 #include "accelerate/error.hpp"
 #include "checkpoint/attributes.hpp"
 #include "checkpoint/collective.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/direct_read.hpp"
 #include "checkpoint/entry_index.hpp"
 #include "checkpoint/hdf5_types.hpp"
@@ -28,9 +27,11 @@
 #include "checkpoint/spare_core.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/blocking_call_watchdog.hpp"
+#include "detail/crc32c.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
+using accelerate::detail::crc32c;
 
 using namespace accelerate::checkpoint::detail;
 using accelerate::detail::BlockingCallWatchdog;

@@ -14,7 +14,6 @@
 #include "accelerate/runtime/availability.hpp"
 #include "checkpoint/attributes.hpp"
 #include "checkpoint/collective.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/host_tensor.hpp"
 #include "checkpoint/layout.hpp"
@@ -22,11 +21,14 @@
 #include "checkpoint/parallel_file.hpp"
 #include "checkpoint/spare_core.hpp"
 #include "checkpoint/tensor_pieces.hpp"
-#include "detail/blocking_call_watchdog.hpp"
 #include "checkpoint/timestamp.hpp"
+#include "detail/blocking_call_watchdog.hpp"
+#include "detail/crc32c.hpp"
 #include "detail/mpi_check.hpp"
 
 namespace accelerate::checkpoint {
+using accelerate::detail::crc32c;
+using accelerate::detail::crc32c_combine;
 
 using namespace accelerate::checkpoint::detail;
 using accelerate::detail::BlockingCallWatchdog;

@@ -5,9 +5,10 @@
 #include <vector>
 
 #include "accelerate/error.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 
 namespace accelerate::checkpoint::detail {
+using accelerate::detail::crc32c_combine;
 
 void require_same_on_all_ranks(const DeadlineComm& comm, std::string_view description, std::string_view call) {
   const std::string step = std::string(call) + " (checking that all ranks describe the same entry)";

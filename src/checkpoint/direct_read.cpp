@@ -10,9 +10,12 @@
 #include <thread>
 
 #include "accelerate/error.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 
 namespace accelerate::checkpoint::detail {
+using accelerate::detail::crc32c;
+using accelerate::detail::crc32c_combine;
+
 namespace {
 
 using accelerate::detail::DeadlineComm;

@@ -7,9 +7,10 @@
 #include <string_view>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
-#include "checkpoint/json.hpp"
+#include "detail/json.hpp"
 
 namespace accelerate::checkpoint::detail {
+using accelerate::detail::Json;
 
 /// Largest manifest.json accepted (a real one lists one file per node).
 inline constexpr std::uint64_t kMaxManifestBytes = 16U << 20;

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "accelerate/checkpoint/training_checkpoint.hpp"
 #include "accelerate/error.hpp"
 
 namespace accelerate::checkpoint::detail {

@@ -17,15 +17,15 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "checkpoint/host_tensor.hpp"
-#include "checkpoint/json.hpp"
 #include "checkpoint/safetensors_format.hpp"
 #include "detail/dtype_names.hpp"
+#include "detail/json.hpp"
 #include "detail/mpi_runtime.hpp"
 
 namespace accelerate::checkpoint {
 
 namespace fs = std::filesystem;
-using detail::Json;
+using accelerate::detail::Json;
 
 namespace {
 

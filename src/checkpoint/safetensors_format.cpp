@@ -10,9 +10,11 @@
 
 #include "accelerate/error.hpp"
 #include "accelerate/format.hpp"
-#include "checkpoint/json.hpp"
+#include "detail/json.hpp"
 
 namespace accelerate::checkpoint::detail {
+using accelerate::detail::Json;
+
 namespace {
 
 struct CodeSize {

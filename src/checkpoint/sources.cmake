@@ -1,4 +1,5 @@
-# Sources of the checkpoint module (include()d from src/CMakeLists.txt).
+# Sources of the checkpoint module, the file format layer (include()d from
+# src/CMakeLists.txt).
 #
 # Everything that touches HDF5 is compiled only with the HDF5 feature. The
 # library links the parallel HDF5 directly (PRIVATE): being a direct
@@ -8,13 +9,9 @@
 # and how it is checked at run time.
 set(_checkpoint_dir ${CMAKE_CURRENT_LIST_DIR})
 target_sources(accelerate PRIVATE
-  ${_checkpoint_dir}/crc32c.cpp
-  ${_checkpoint_dir}/json.cpp
   ${_checkpoint_dir}/names.cpp
-  ${_checkpoint_dir}/project_configuration.cpp
   ${_checkpoint_dir}/checkpoint_directory.cpp
   ${_checkpoint_dir}/key_report.cpp
-  ${_checkpoint_dir}/module_state.cpp
   ${_checkpoint_dir}/safetensors.cpp
   ${_checkpoint_dir}/save_load.cpp
   ${_checkpoint_dir}/safetensors_format.cpp
@@ -22,13 +19,6 @@ target_sources(accelerate PRIVATE
   ${_checkpoint_dir}/timestamp.cpp
   ${_checkpoint_dir}/spare_core.cpp
 )
-# The JSON reader and writer (header-only, private; found in CMakeLists.txt).
-target_link_libraries(accelerate PRIVATE nlohmann_json::nlohmann_json)
-if(ACCELERATE_HAVE_ISAL)
-  set_property(SOURCE ${_checkpoint_dir}/crc32c.cpp APPEND PROPERTY COMPILE_DEFINITIONS ACCELERATE_CRC32C_ISAL=1)
-  target_include_directories(accelerate PRIVATE ${ISAL_INCLUDE_DIR})
-  target_link_libraries(accelerate PRIVATE ${ISAL_LIBRARY})
-endif()
 if(ACCELERATE_HAVE_HDF5)
   target_sources(accelerate PRIVATE
     ${_checkpoint_dir}/attributes.cpp
@@ -41,8 +31,6 @@ if(ACCELERATE_HAVE_HDF5)
     ${_checkpoint_dir}/hdf5_binding.cpp
     ${_checkpoint_dir}/hdf5_types.cpp
     ${_checkpoint_dir}/layout.cpp
-    ${_checkpoint_dir}/optimizer_state.cpp
-    ${_checkpoint_dir}/training_checkpoint.cpp
     ${_checkpoint_dir}/parallel_file.cpp
   )
   target_link_libraries(accelerate PRIVATE HDF5::HDF5 ${CMAKE_DL_LIBS})

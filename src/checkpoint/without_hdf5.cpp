@@ -1,4 +1,4 @@
-// The checkpoint API in a build without HDF5 (ACCELERATE_WITH_HDF5=OFF):
+// The checkpoint file API in a build without HDF5 (ACCELERATE_WITH_HDF5=OFF):
 // every entry point exists and throws FeatureNotBuilt naming itself, so a
 // program that can checkpoint links everywhere and learns at run time, on
 // every rank, what to rebuild with. Compiled instead of the HDF5 sources.
@@ -6,7 +6,6 @@
 
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
-#include "accelerate/checkpoint/training_checkpoint.hpp"
 #include "accelerate/error.hpp"
 
 namespace accelerate::checkpoint {
@@ -78,20 +77,5 @@ const std::filesystem::path& CheckpointReader::file() const noexcept {
 }
 int CheckpointReader::read_threads() const noexcept { return 0; }
 int CheckpointReader::size() const noexcept { return 1; }
-
-std::filesystem::path save_training_state(const State&, ProjectConfiguration&,
-                                          const std::optional<std::filesystem::path>&, const TrainingStateRefs&,
-                                          CheckpointInfo) {
-  not_built("save_training_state (Accelerator::save_state)");
-}
-
-std::optional<std::filesystem::path> find_latest_checkpoint(const State&, const ProjectConfiguration&) {
-  not_built("find_latest_checkpoint (Accelerator::latest_checkpoint)");
-}
-
-LoadedTrainingState load_training_state(const State&, ProjectConfiguration&,
-                                        const std::optional<std::filesystem::path>&, const TrainingStateRefs&, bool) {
-  not_built("load_training_state (Accelerator::load_state)");
-}
 
 }  // namespace accelerate::checkpoint

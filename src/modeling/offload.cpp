@@ -17,14 +17,14 @@
 
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/module_tensors.hpp"
-#include "checkpoint/json.hpp"
 #include "detail/dtype_names.hpp"
+#include "detail/json.hpp"
 
 namespace accelerate {
 namespace {
 
 namespace fs = std::filesystem;
-using checkpoint::detail::Json;
+using accelerate::detail::Json;
 
 static_assert(std::endian::native == std::endian::little, "offload files hold little-endian elements");
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "accelerate/error.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 #include "detail/host_name.hpp"
 #include "tracking/run_directory.hpp"
 
@@ -22,7 +22,7 @@ void put_le(std::string& out, std::uint64_t value, int bytes) {
 }  // namespace
 
 std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {
-  const std::uint32_t crc = checkpoint::detail::crc32c(data, size);
+  const std::uint32_t crc = accelerate::detail::crc32c(data, size);
   return ((crc >> 15U) | (crc << 17U)) + 0xa282ead8U;
 }
 

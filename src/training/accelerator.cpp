@@ -11,9 +11,8 @@
 #include <utility>
 
 #include "accelerate/amp/grad_scaler.hpp"
-#include "accelerate/config.hpp"
-#include "accelerate/checkpoint/module_state.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
+#include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/config_file.hpp"
 #include "accelerate/runtime/env_config.hpp"
@@ -22,6 +21,7 @@
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
+#include "accelerate/training_state/module_state.hpp"
 #include "detail/job_step.hpp"
 #include "detail/profile_range.hpp"
 #include "training/distinct_parameters.hpp"

@@ -27,8 +27,8 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
 
 namespace ckpt = accelerate::checkpoint;
 namespace fs = std::filesystem;

@@ -17,8 +17,8 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
 #include "common/test_helpers.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one

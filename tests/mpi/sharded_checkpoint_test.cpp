@@ -21,10 +21,10 @@
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
-#include "checkpoint/optimizer_state.hpp"
 #include "common/odd_sized_net.hpp"
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
+#include "training_state/optimizer_state.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
 // translation unit (cmake/AccelerateAddTest.cmake).

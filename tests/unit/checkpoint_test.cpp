@@ -17,12 +17,12 @@
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/checkpoint/key_report.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/config.hpp"
-#include "checkpoint/crc32c.hpp"
-#include "checkpoint/json.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
 #include "checkpoint/spare_core.hpp"
 #include "common/test_helpers.hpp"
+#include "detail/crc32c.hpp"
+#include "detail/json.hpp"
 
 #if ACCELERATE_HAVE_HDF5
 #include "checkpoint/hdf5_binding.hpp"
@@ -40,28 +40,28 @@ using accelerate::testing::error_of;
 namespace {
 
 TEST(Crc32c, KnownValues) {
-  EXPECT_EQ(ckpt::detail::crc32c("123456789", 9), 0xE3069283u);  // the standard check value
-  EXPECT_EQ(ckpt::detail::crc32c("", 0), 0u);
+  EXPECT_EQ(accelerate::detail::crc32c("123456789", 9), 0xE3069283u);  // the standard check value
+  EXPECT_EQ(accelerate::detail::crc32c("", 0), 0u);
   const std::vector<unsigned char> zeros(32, 0);
-  EXPECT_EQ(ckpt::detail::crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);  // RFC 3720 B.4
+  EXPECT_EQ(accelerate::detail::crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);  // RFC 3720 B.4
 }
 
 TEST(Crc32c, CombinationEqualsChecksumOfConcatenation) {
   std::mt19937 engine(7);
   std::vector<unsigned char> data(200000);
   for (auto& byte : data) byte = static_cast<unsigned char>(engine());
-  const std::uint32_t whole = ckpt::detail::crc32c(data.data(), data.size());
+  const std::uint32_t whole = accelerate::detail::crc32c(data.data(), data.size());
   // Incremental continuation and the combine rule agree with one pass, for
   // splits around the 3×8 KiB stripes of the hardware path.
   for (const std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{24575},
                                   std::size_t{24576}, std::size_t{100001}, data.size()}) {
-    const std::uint32_t a = ckpt::detail::crc32c(data.data(), split);
-    const std::uint32_t b = ckpt::detail::crc32c(data.data() + split, data.size() - split);
-    EXPECT_EQ(ckpt::detail::crc32c_combine(a, b, data.size() - split), whole) << split;
-    EXPECT_EQ(ckpt::detail::crc32c(data.data() + split, data.size() - split, a), whole) << split;
+    const std::uint32_t a = accelerate::detail::crc32c(data.data(), split);
+    const std::uint32_t b = accelerate::detail::crc32c(data.data() + split, data.size() - split);
+    EXPECT_EQ(accelerate::detail::crc32c_combine(a, b, data.size() - split), whole) << split;
+    EXPECT_EQ(accelerate::detail::crc32c(data.data() + split, data.size() - split, a), whole) << split;
   }
   data[12345] ^= 1;
-  EXPECT_NE(ckpt::detail::crc32c(data.data(), data.size()), whole);
+  EXPECT_NE(accelerate::detail::crc32c(data.data(), data.size()), whole);
 }
 
 TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
@@ -75,34 +75,34 @@ TEST(Crc32c, EveryKernelOfThisCpuAgreesWithTheTable) {
                                    513,  527,  528,  639,  640,  655,  1023, 1024, 1025, 1040,
                                    1055, 1056, 1072, 1087, 1088, 1279, 1280, 1343, 4096};
   for (int i = 0; i < 40; ++i) lengths.push_back(std::uniform_int_distribution<std::size_t>(1, 1 << 20)(engine));
-  const auto kernels = ckpt::detail::crc32c_kernels();
-  ASSERT_EQ(kernels.front(), ckpt::detail::Crc32cKernel::Portable);
+  const auto kernels = accelerate::detail::crc32c_kernels();
+  ASSERT_EQ(kernels.front(), accelerate::detail::Crc32cKernel::Portable);
   for (const auto kernel : kernels) {
     for (const std::size_t length : lengths) {
       for (const std::size_t start : {std::size_t{0}, std::size_t{1}, std::size_t{13}}) {
         const unsigned char* p = data.data() + start;
-        EXPECT_EQ(ckpt::detail::crc32c(kernel, p, length, 0xDEADBEEFu),
-                  ckpt::detail::crc32c(ckpt::detail::Crc32cKernel::Portable, p, length, 0xDEADBEEFu))
-            << ckpt::detail::to_string(kernel) << ", " << length << " bytes from " << start;
+        EXPECT_EQ(accelerate::detail::crc32c(kernel, p, length, 0xDEADBEEFu),
+                  accelerate::detail::crc32c(accelerate::detail::Crc32cKernel::Portable, p, length, 0xDEADBEEFu))
+            << accelerate::detail::to_string(kernel) << ", " << length << " bytes from " << start;
       }
     }
   }
   std::cout << "[ INFO ] kernels checked:";
-  for (const auto kernel : kernels) std::cout << ' ' << ckpt::detail::to_string(kernel);
+  for (const auto kernel : kernels) std::cout << ' ' << accelerate::detail::to_string(kernel);
   std::cout << '\n';
 #if ACCELERATE_HAVE_ISAL_FOR_TESTS
-  EXPECT_NE(std::find(kernels.begin(), kernels.end(), ckpt::detail::Crc32cKernel::IsaL), kernels.end())
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), accelerate::detail::Crc32cKernel::IsaL), kernels.end())
       << "built with ISA-L, but its kernel is not offered";
 #endif
 }
 
 TEST(Crc32c, TheDefaultIsTheFastestMeasuredKernelAndNeverThePortableOneWhenThereIsAnother) {
-  const auto kernels = ckpt::detail::crc32c_kernels();
-  const auto fastest = ckpt::detail::crc32c_fastest_kernel();
+  const auto kernels = accelerate::detail::crc32c_kernels();
+  const auto fastest = accelerate::detail::crc32c_fastest_kernel();
   EXPECT_NE(std::find(kernels.begin(), kernels.end(), fastest), kernels.end());
-  if (kernels.size() > 1) EXPECT_NE(fastest, ckpt::detail::Crc32cKernel::Portable);
-  std::cout << "[ INFO ] crc32c uses " << ckpt::detail::to_string(fastest) << '\n';
-  EXPECT_EQ(ckpt::detail::crc32c("123456789", 9), 0xE3069283u);
+  if (kernels.size() > 1) EXPECT_NE(fastest, accelerate::detail::Crc32cKernel::Portable);
+  std::cout << "[ INFO ] crc32c uses " << accelerate::detail::to_string(fastest) << '\n';
+  EXPECT_EQ(accelerate::detail::crc32c("123456789", 9), 0xE3069283u);
 }
 
 // The writer checksums beside its writes on a second core: a task of 1 MiB
@@ -157,7 +157,7 @@ TEST(SpareCore, TheRanksOfAHostShareItsCores) {
 }
 
 TEST(Json, ParsesAndWritesManifestShapes) {
-  using ckpt::detail::Json;
+  using accelerate::detail::Json;
   const Json value =
       Json::parse(R"( {"a": [1, -2, 3.5e1, true, null, "x\"\u00e9"], "b": {"c": 9007199254740993}} )", "test");
   EXPECT_EQ(value.find("b")->find("c")->integer(), 9007199254740993LL);  // beyond double precision
@@ -169,7 +169,7 @@ TEST(Json, ParsesAndWritesManifestShapes) {
 }
 
 TEST(Json, KeepsDoublesAndRefusesWhatItCannotRepresent) {
-  using ckpt::detail::Json;
+  using accelerate::detail::Json;
   // Whole-number doubles keep a fraction, so they read back as doubles (-0.0 stays negative).
   EXPECT_EQ(Json::parse("[-0.0, 5.0, 1e2, 7]", "t").dump(), "[-0.0,5.0,100.0,7]");
   EXPECT_NE(error_of([] { Json::parse("[9223372036854775808]", "big.json"); }).find("outside the 64-bit range"),

@@ -17,6 +17,6 @@ done
 mkdir -p "$scratch"
 # Static, so that qemu needs no aarch64 root file system.
 "$cxx" -std=c++20 -O2 -static -Wall -Wextra -I"$source_dir/src" \
-  "$source_dir/src/checkpoint/crc32c.cpp" "$source_dir/tests/unit/crc32c_cross_check.cpp" \
+  "$source_dir/src/detail/crc32c.cpp" "$source_dir/tests/unit/crc32c_cross_check.cpp" \
   -o "$scratch/crc32c_cross_check"
 qemu-aarch64 -cpu max "$scratch/crc32c_cross_check" --expect armv8-crc --expect pmull

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 
-namespace crc = accelerate::checkpoint::detail;
+namespace crc = accelerate::detail;
 
 int main(int argc, char** argv) {
   std::vector<std::string> expected;

@@ -20,6 +20,7 @@ LAYERS = [
     {"data"},
     {"amp"},
     {"checkpoint"},
+    {"training_state"},
     {"tracking", "profiling", "modeling"},
     {"training"},
     {"interop"},

@@ -56,6 +56,9 @@ std::optional<Manifest> read_complete_manifest(const std::filesystem::path& dire
 /// possible. Local (not collective): one rank per file group calls it.
 std::optional<std::string> recover_interrupted_commit(const std::filesystem::path& final_directory);
 
+/// The index i of a directory named checkpoint_<i>, or nullopt for any other name.
+std::optional<std::int64_t> checkpoint_index(const std::filesystem::path& directory);
+
 /// Complete checkpoints checkpoint_<i> directly under `root`, oldest first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);
 

@@ -20,9 +20,9 @@
 #include <map>
 #include <string>
 
-#include "accelerate/checkpoint/training_checkpoint.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/interop/kokkos_tensor.hpp"
+#include "accelerate/training_state/training_checkpoint.hpp"
 
 namespace accelerate::kokkos {
 

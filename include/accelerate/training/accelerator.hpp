@@ -40,7 +40,6 @@
 #include <vector>
 
 #include "accelerate/amp/autocast.hpp"
-#include "accelerate/checkpoint/training_checkpoint.hpp"
 #include "accelerate/comm/operations.hpp"
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/data/prepare_data_loader.hpp"
@@ -57,6 +56,7 @@
 #include "accelerate/training/find_executable_batch_size.hpp"
 #include "accelerate/training/gradient_state.hpp"
 #include "accelerate/training/prepared_model.hpp"
+#include "accelerate/training_state/training_checkpoint.hpp"
 
 namespace torch::optim {
 class Optimizer;

@@ -20,9 +20,8 @@
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
-#include "accelerate/profiling/profiler.hpp"
 #include "accelerate/data/data_loader_configuration.hpp"
+#include "accelerate/profiling/profiler.hpp"
 #include "accelerate/runtime/log_level.hpp"
 #include "accelerate/runtime/mixed_precision.hpp"
 #include "accelerate/runtime/state.hpp"
@@ -30,6 +29,7 @@
 #include "accelerate/training/distributed_data_parallel_kwargs.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"
 #include "accelerate/training/gradient_state.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
 
 namespace accelerate {
 

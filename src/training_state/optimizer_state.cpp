@@ -1,4 +1,4 @@
-#include "checkpoint/optimizer_state.hpp"
+#include "training_state/optimizer_state.hpp"
 
 #include "checkpoint/tensor_pieces.hpp"
 

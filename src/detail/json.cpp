@@ -1,4 +1,4 @@
-#include "checkpoint/json.hpp"
+#include "detail/json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@
 
 #include "accelerate/error.hpp"
 
-namespace accelerate::checkpoint::detail {
+namespace accelerate::detail {
 namespace {
 
 using Library = nlohmann::json;
@@ -191,4 +191,4 @@ const Json* Json::find(const std::string& key) const {
   return it == members.end() ? nullptr : &it->second;
 }
 
-}  // namespace accelerate::checkpoint::detail
+}  // namespace accelerate::detail

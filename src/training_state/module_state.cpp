@@ -1,4 +1,4 @@
-#include "accelerate/checkpoint/module_state.hpp"
+#include "accelerate/training_state/module_state.hpp"
 
 #include <torch/nn/module.h>
 

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-namespace accelerate::checkpoint::detail {
+namespace accelerate::detail {
 
 class Json {
  public:
@@ -57,4 +57,4 @@ class Json {
       value_;
 };
 
-}  // namespace accelerate::checkpoint::detail
+}  // namespace accelerate::detail

@@ -1,6 +1,4 @@
-#include "accelerate/checkpoint/project_configuration.hpp"
-
-#include <charconv>
+#include "accelerate/training_state/project_configuration.hpp"
 
 #include "accelerate/error.hpp"
 
@@ -31,19 +29,6 @@ std::filesystem::path checkpoints_directory(const ProjectConfiguration& config) 
 
 std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration) {
   return checkpoints_directory(config) / ("checkpoint_" + std::to_string(iteration));
-}
-
-std::optional<std::int64_t> checkpoint_index(const std::filesystem::path& directory) {
-  const std::string name = directory.filename().string();
-  constexpr std::string_view prefix = "checkpoint_";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const char* first = name.data() + prefix.size();
-  const char* last = name.data() + name.size();
-  if (*first == '+' || *first == '-' || (*first == '0' && last - first > 1)) return std::nullopt;
-  std::int64_t value = 0;
-  const auto [end, error] = std::from_chars(first, last, value);
-  if (error != std::errc() || end != last) return std::nullopt;
-  return value;
 }
 
 }  // namespace accelerate::checkpoint

@@ -1,4 +1,4 @@
-#include "checkpoint/crc32c.hpp"
+#include "detail/crc32c.hpp"
 
 #include <algorithm>
 #include <array>
@@ -22,7 +22,7 @@
 #define ACCELERATE_CRC32C_ARM 1
 #endif
 
-namespace accelerate::checkpoint::detail {
+namespace accelerate::detail {
 namespace {
 
 // Reflected Castagnoli polynomial.
@@ -570,4 +570,4 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc) noex
   return crc32c(fastest, data, size, crc);
 }
 
-}  // namespace accelerate::checkpoint::detail
+}  // namespace accelerate::detail

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace accelerate::checkpoint::detail {
+namespace accelerate::detail {
 
 /// CRC-32C of `size` bytes, continuing from `crc` (0 for a fresh checksum),
 /// with the fastest kernel on this CPU (crc32c_fastest_kernel).
@@ -41,4 +41,4 @@ std::uint32_t crc32c(Crc32cKernel kernel, const void* data, std::size_t size, st
 /// CRC-32C of A‖B from crc(A), crc(B) and the length of B in bytes.
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) noexcept;
 
-}  // namespace accelerate::checkpoint::detail
+}  // namespace accelerate::detail

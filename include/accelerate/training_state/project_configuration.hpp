@@ -42,7 +42,5 @@ struct ProjectConfiguration {
 std::filesystem::path checkpoints_directory(const ProjectConfiguration& config);
 /// <project_dir>/checkpoints/checkpoint_<iteration>
 std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration);
-/// The index i of a directory named checkpoint_<i>, or nullopt for any other name.
-std::optional<std::int64_t> checkpoint_index(const std::filesystem::path& directory);
 
 }  // namespace accelerate::checkpoint

@@ -1,4 +1,4 @@
-#include "accelerate/checkpoint/training_checkpoint.hpp"
+#include "accelerate/training_state/training_checkpoint.hpp"
 
 #include <mpi.h>
 #include <torch/nn/module.h>
@@ -20,15 +20,15 @@
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/constants.hpp"
-#include "accelerate/checkpoint/module_state.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/random/rng_state.hpp"
 #include "accelerate/runtime/progress.hpp"
 #include "accelerate/runtime/state.hpp"
+#include "accelerate/training_state/module_state.hpp"
 #include "checkpoint/hdf5_types.hpp"
-#include "checkpoint/optimizer_state.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/deadline_comm.hpp"
+#include "training_state/optimizer_state.hpp"
 
 namespace accelerate::checkpoint {
 namespace fs = std::filesystem;

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
-#include "accelerate/checkpoint/project_configuration.hpp"
 #include "accelerate/checkpoint/shard_layout.hpp"
+#include "accelerate/training_state/project_configuration.hpp"
 
 namespace at {
 class Tensor;
