@@ -68,6 +68,7 @@ struct Options {
   int64_t checkpoint_every = 0;
   bool resume = false;
   int64_t stop_after = -1;
+  bool activation_checkpointing = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -92,6 +93,8 @@ Options parse(int argc, char** argv) {
   app.add_option("--samples", o.samples, "training sequences")->capture_default_str();
   app.add_option("--checkpoint-every", o.checkpoint_every, "save every N steps (0: never)")->capture_default_str();
   app.add_flag("--resume", o.resume, "continue from the newest checkpoint, if any");
+  app.add_flag("--activation-checkpointing", o.activation_checkpointing,
+               "recompute each block's activations in its backward (FULL_SHARD)");
   app.add_option("--stop-after", o.stop_after, "end after this step as if stopped (for resume tests)")
       ->capture_default_str();
   try {
@@ -105,12 +108,16 @@ Options parse(int argc, char** argv) {
 // FULL_SHARD's units are the blocks, as transformer_based_wrap chooses them
 // in Python Accelerate; the embeddings, final LayerNorm and tied head form
 // the root unit.
-accelerate::FullyShardedDataParallelPlugin sharding_plugin(const std::string& sharding) {
+// With --activation-checkpointing each block's body (unit.checkpoint in
+// BlockImpl::forward) runs again in its backward instead of keeping its
+// activations; the plugin refuses it under the other strategies.
+accelerate::FullyShardedDataParallelPlugin sharding_plugin(const std::string& sharding, bool activation_checkpointing) {
   accelerate::FullyShardedDataParallelPlugin plugin{.sharding_strategy = sharding};
   if (sharding == "FULL_SHARD") {
     plugin.auto_wrap_policy = "transformer_based_wrap";
     plugin.transformer_cls_names_to_wrap = {"Block"};
   }
+  plugin.activation_checkpointing = activation_checkpointing;
   return plugin;
 }
 
@@ -119,7 +126,7 @@ int run(const Options& o) {
       .mixed_precision = o.mixed_precision,
       .gradient_accumulation_steps = o.gradient_accumulation_steps,
       .project_config = {.project_dir = o.project_dir, .automatic_checkpoint_naming = true, .total_limit = 2},
-      .fsdp_plugin = sharding_plugin(o.sharding),
+      .fsdp_plugin = sharding_plugin(o.sharding, o.activation_checkpointing),
   });
   accelerate::set_seed(42);
   gpt::Gpt net(o.model);

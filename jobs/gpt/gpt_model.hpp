@@ -2,9 +2,10 @@
 // ModuleList of blocks, each with its own causal self-attention and MLP, a
 // final LayerNorm and a head whose weight *is* the token embedding's (tied,
 // registered under both names, as GPT-2 does). Nothing in it knows about
-// the Accelerator; the two ShardedUnitScope lines in BlockImpl::forward let
-// FULL_SHARD gather each block only around its own forward and backward
-// (they do nothing when the block is not sharded).
+// the Accelerator; the ShardedUnitScope lines in BlockImpl::forward let
+// FULL_SHARD gather each block only around its own forward and backward, and
+// recompute its activations in backward with activation checkpointing (they
+// do nothing when the block is not sharded).
 #pragma once
 
 #include <torch/torch.h>
@@ -80,8 +81,15 @@ class BlockImpl : public torch::nn::Module {
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& padding) {
     accelerate::ShardedUnitScope unit(*this);
-    x = x + attn_(ln1_(x), padding);
-    return unit.output(x + mlp_(ln2_(x)));
+    // Recomputed in the block's backward under activation checkpointing (else
+    // just run); it runs after this forward returned, so it captures by value.
+    x = unit.checkpoint(
+        [this, padding](const torch::Tensor& h) {
+          const torch::Tensor a = h + attn_(ln1_(h), padding);
+          return a + mlp_(ln2_(a));
+        },
+        x);
+    return unit.output(x);
   }
 
  private:

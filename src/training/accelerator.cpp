@@ -206,7 +206,11 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients && zero_stage_ != ZeroStage::Parameters;
   // ZeRO stage 3: the model shards its parameters too, unit by unit.
   model_options.shard_parameters = zero_stage_ == ZeroStage::Parameters;
-  if (options_.fsdp_plugin) model_options.unit_policy = unit_policy_of(*options_.fsdp_plugin);
+  if (options_.fsdp_plugin) {
+    model_options.unit_policy = unit_policy_of(*options_.fsdp_plugin);
+    // check_plugin() accepted it for FULL_SHARD and HYBRID_SHARD only.
+    model_options.activation_checkpointing = options_.fsdp_plugin->activation_checkpointing;
+  }
   model_options.shard_group = shard_group_.get();  // HYBRID_SHARD: the node; else the world
   model_options.shard_replicas = replica_group_.get();
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);

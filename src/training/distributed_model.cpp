@@ -209,18 +209,17 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
   }
 
   if (options.shard_parameters) {
-    fully_sharded_ =
-        std::make_unique<FullyShardedModel>(module_, options.shard_group != nullptr ? *options.shard_group : group_,
-                                            FullShardOptions{.sync_in_backward =
-                                                                 [this] {
-                                                                   // Asked once per unit as its gradients are complete, in backward.
-                                                                   if (use_check_)
-                                                                     use_check_->on_gradient(group_watch_,
-                                                                                             kShardedParameters);
-                                                                   return local_sync_;
-                                                                 },
-                                                             .replicas = options.shard_replicas,
-                                                             .units = options.unit_policy});
+    fully_sharded_ = std::make_unique<FullyShardedModel>(
+        module_, options.shard_group != nullptr ? *options.shard_group : group_,
+        FullShardOptions{.sync_in_backward =
+                             [this] {
+                               // Asked once per unit as its gradients are complete, in backward.
+                               if (use_check_) use_check_->on_gradient(group_watch_, kShardedParameters);
+                               return local_sync_;
+                             },
+                         .replicas = options.shard_replicas,
+                         .units = options.unit_policy,
+                         .activation_checkpointing = options.activation_checkpointing});
   }
   if (!options.reduce_gradients || options.shard_parameters) {
     local_names_ = std::move(names);

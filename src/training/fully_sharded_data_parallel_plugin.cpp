@@ -91,8 +91,16 @@ void check_plugin(const FullyShardedDataParallelPlugin& plugin) {
     not_built("backward_prefetch", plugin.backward_prefetch, "Leave it unset or NO_PREFETCH");
   }
   if (plugin.forward_prefetch) not_built("forward_prefetch", "true", "Leave it false");
-  if (plugin.activation_checkpointing) {
-    not_built("activation_checkpointing", "true", "Leave it false");
+  if (plugin.activation_checkpointing && zero_stage_of(plugin) != ZeroStage::Parameters) {
+    // It checkpoints FULL_SHARD units (ShardedUnitScope::checkpoint); with no
+    // unit live the model's own accelerate::activation_checkpoint calls do the same.
+    throw ConfigError(
+        "FullyShardedDataParallelPlugin: activation_checkpointing = true checkpoints the FULL_SHARD "
+        "units' bodies (ShardedUnitScope::checkpoint), and sharding_strategy '" +
+        plugin.sharding_strategy +
+        "' has no units. Leave it false and call accelerate::activation_checkpoint(module, fn, inputs...) "
+        "around the submodules in the model's forward instead "
+        "(accelerate/training/activation_checkpoint.hpp).");
   }
   if (plugin.cpu_offload) not_built("cpu_offload", "true", "Leave it false");
   if (plugin.sync_module_states == false) {

@@ -502,6 +502,21 @@ at::Tensor FullyShardedModel::unit_output(std::size_t u, const at::Tensor& outpu
   return marked;
 }
 
+bool FullyShardedModel::checkpoints_unit(std::size_t u) const {
+  if (!options_.activation_checkpointing) return false;
+  // The recompute runs inside the unit's backward and enters no scope: a unit
+  // inside it would be read freed, or gathered and marked a second time.
+  for (std::size_t inner = 0; inner < units_.size(); ++inner) {
+    if (is_inside(inner, u)) {
+      full_shard_error("unit " + units_.at(u).display_name() + " checkpoints its body, which holds unit " +
+                       units_[inner].display_name() +
+                       "; a checkpointed body may hold no unit. Checkpoint the inner units' bodies instead, or "
+                       "choose units that do not nest.");
+    }
+  }
+  return true;
+}
+
 void FullyShardedModel::gather(Unit& unit) {
   if (unit.gathered) return;
   ACCELERATE_PROFILE_RANGE("accelerate::FullyShardedModel::all_gather");

@@ -5,7 +5,7 @@
 namespace accelerate {
 
 // The lookup lives with FullyShardedModel's registry of its units.
-ShardedUnitScope::ShardedUnitScope(const torch::nn::Module& unit) {
+ShardedUnitScope::ShardedUnitScope(const torch::nn::Module& unit) : module_(&unit) {
   const auto found = FullyShardedModel::unit_of(&unit);
   if (found.first == nullptr) return;
   found.first->enter_unit(found.second);
@@ -16,6 +16,8 @@ ShardedUnitScope::ShardedUnitScope(const torch::nn::Module& unit) {
 ShardedUnitScope::~ShardedUnitScope() {
   if (model_ != nullptr) model_->leave_unit(unit_);
 }
+
+bool ShardedUnitScope::checkpointed() const { return model_ != nullptr && model_->checkpoints_unit(unit_); }
 
 at::Tensor ShardedUnitScope::output(const at::Tensor& tensor) {
   return model_ != nullptr ? model_->unit_output(unit_, tensor) : tensor;

@@ -3,6 +3,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/distributed_model.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/fused_optimizers.cmake)
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accelerated_optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/activation_checkpoint.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerated_scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator_options.cpp

@@ -34,6 +34,10 @@ accelerate_add_mpi_test(fully_sharded_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/ful
 accelerate_add_mpi_test(fully_sharded_transformer_test
                         SOURCES ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_transformer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)
+# Activation checkpointing: the same gradients as without, plain, under DDP and in FULL_SHARD units; misuse named.
+accelerate_add_mpi_test(activation_checkpoint_test
+                        SOURCES ${CMAKE_CURRENT_LIST_DIR}/activation_checkpoint_test.cpp
+                        NPROCS 1 2 TIMEOUT 120 LABELS training)
 # ShardedOptimizer (ZeRO stages 1 and 2) against DDP with the whole optimizer.
 accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)

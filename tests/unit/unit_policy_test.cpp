@@ -105,7 +105,11 @@ TEST(FsdpPluginUnits, RefusesWhatItCannotDoNamingTheField) {
             std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.backward_prefetch = "BACKWARD_PRE"; }).find("backward_prefetch = BACKWARD_PRE"),
             std::string::npos);
-  EXPECT_NE(refused([](auto& p) { p.activation_checkpointing = true; }).find("activation_checkpointing"),
+  // Built for FULL_SHARD's units; refused where no unit is live.
+  EXPECT_NE(refused([](auto& p) {
+              p.sharding_strategy = "SHARD_GRAD_OP";
+              p.activation_checkpointing = true;
+            }).find("activation_checkpointing"),
             std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.cpu_offload = true; }).find("cpu_offload"), std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.state_dict_type = "FULL_STATE_DICT"; }).find("state_dict_type"),

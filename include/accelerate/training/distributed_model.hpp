@@ -97,6 +97,9 @@ struct DistributedModelOptions {
   /// ignored.
   bool shard_parameters = false;
   UnitPolicy unit_policy;
+  /// With shard_parameters: FullShardOptions::activation_checkpointing (the
+  /// units' ShardedUnitScope::checkpoint bodies recomputed in backward).
+  bool activation_checkpointing = false;
   /// With shard_parameters: the ranks to shard over (default: the model's
   /// group) and their replicas on the other nodes (HYBRID_SHARD; see
   /// FullShardOptions::replicas).

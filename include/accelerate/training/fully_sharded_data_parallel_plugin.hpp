@@ -52,6 +52,9 @@ struct FullyShardedDataParallelPlugin {
   /// "NO_PREFETCH" (unset is the same): no unit is gathered ahead of its turn.
   std::string backward_prefetch;
   bool forward_prefetch = false;
+  /// true with FULL_SHARD or HYBRID_SHARD: the bodies units pass to
+  /// ShardedUnitScope::checkpoint are recomputed in backward. Refused under
+  /// the other strategies (accelerate::activation_checkpoint in the model).
   bool activation_checkpointing = false;
   bool cpu_offload = false;
   /// Gathers are limited to the units in use (true; false is accepted: there

@@ -91,6 +91,11 @@ struct FullShardOptions {
   ProcessGroup* replicas = nullptr;
   /// Which submodules are units (default: a Sequential's children).
   UnitPolicy units;
+  /// Activation checkpointing: the body a unit's forward passes to
+  /// ShardedUnitScope::checkpoint is recomputed in the unit's backward instead
+  /// of keeping its activations (one more forward of each such unit per
+  /// step). Units whose forward does not call it run as they are.
+  bool activation_checkpointing = false;
 };
 
 class FullyShardedModel {
@@ -192,6 +197,8 @@ class FullyShardedModel {
   void enter_unit(std::size_t u);
   void leave_unit(std::size_t u) noexcept;
   at::Tensor unit_output(std::size_t u, const at::Tensor& output);
+  // Whether unit u's ShardedUnitScope::checkpoint checkpoints.
+  [[nodiscard]] bool checkpoints_unit(std::size_t u) const;
   [[nodiscard]] bool is_inside(std::size_t inner, std::size_t outer) const;
   void before_unit_backward(std::size_t u);
   void gather(Unit& unit);
