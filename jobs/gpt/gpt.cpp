@@ -15,9 +15,11 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -27,7 +29,8 @@ namespace {
 
 // Sample i: a token stream of `sequence + 1` tokens; input_ids are the first
 // `sequence`, labels the last `sequence` (the next token at every position).
-class MarkovTokens : public torch::data::datasets::Dataset<MarkovTokens> {
+// A sample is a dict, as a transformers dataset's is; the loader stacks each key.
+class MarkovTokens {
  public:
   MarkovTokens(int64_t samples, const gpt::GptConfig& config, uint64_t seed) {
     auto table_generator = at::make_generator<at::CPUGeneratorImpl>(1234);  // one chain for every split
@@ -43,11 +46,11 @@ class MarkovTokens : public torch::data::datasets::Dataset<MarkovTokens> {
       for (int64_t t = 0; t < config.sequence; ++t) tokens[s][t + 1] = table[tokens[s][t]][chosen[s][t]];
     }
   }
-  torch::data::Example<> get(size_t i) override {
+  std::map<std::string, torch::Tensor> get(std::size_t i) const {
     const torch::Tensor row = tokens_[static_cast<int64_t>(i)];
-    return {row.slice(0, 0, -1), row.slice(0, 1)};
+    return {{"input_ids", row.slice(0, 0, -1)}, {"labels", row.slice(0, 1)}};
   }
-  torch::optional<size_t> size() const override { return static_cast<size_t>(tokens_.size(0)); }
+  std::optional<std::size_t> size() const { return static_cast<std::size_t>(tokens_.size(0)); }
 
  private:
   torch::Tensor tokens_;
@@ -156,7 +159,7 @@ int run(const Options& o) {
     train->set_epoch(epoch);
     for (const auto& batch : *train) {
       auto accumulating = accelerator.accumulate(*model);
-      const torch::Tensor loss = loss_of(model(batch.data), batch.target);
+      const torch::Tensor loss = loss_of(model(batch.at("input_ids")), batch.at("labels"));
       accelerator.backward(loss);
       if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), o.max_grad_norm);
       optimizer->step();

@@ -30,7 +30,7 @@ class MarkovTokens(Dataset):
         return len(self.tokens)
 
     def __getitem__(self, i):
-        return self.tokens[i, :-1], self.tokens[i, 1:]
+        return {"input_ids": self.tokens[i, :-1], "labels": self.tokens[i, 1:]}
 
 
 class Block(torch.nn.Module):
@@ -94,9 +94,10 @@ def main():
 
     step = 0
     while step < args.steps:
-        for input_ids, labels in train:
+        for batch in train:
             with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(input_ids).reshape(-1, vocab).float(), labels.reshape(-1))
+                logits = model(batch["input_ids"])
+                loss = F.cross_entropy(logits.reshape(-1, vocab).float(), batch["labels"].reshape(-1))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients:
                     accelerator.clip_grad_norm_(model.parameters(), 1.0)
