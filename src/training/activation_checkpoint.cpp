@@ -25,7 +25,7 @@
 #include "accelerate/error.hpp"
 #include "random/generator_state.hpp"
 
-namespace accelerate::detail {
+namespace accelerate::training_detail {
 
 namespace {
 
@@ -299,4 +299,4 @@ std::vector<at::Tensor> run_checkpointed(const torch::nn::Module& module, Checkp
   return CheckpointFunction::apply(at::TensorList(tensors), defined, state);
 }
 
-}  // namespace accelerate::detail
+}  // namespace accelerate::training_detail

@@ -47,7 +47,7 @@ class Module;
 
 namespace accelerate {
 
-namespace detail {
+namespace training_detail {
 
 using CheckpointBody = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 
@@ -85,7 +85,7 @@ struct CheckpointResult<std::tuple<Ts...>> {
   }
 };
 
-}  // namespace detail
+}  // namespace training_detail
 
 /// `fn(inputs...)`, its activations recomputed in backward rather than kept;
 /// `module` is the submodule whose parameters `fn` reads (see above).
@@ -94,13 +94,13 @@ auto activation_checkpoint(const torch::nn::Module& module, Fn&& fn, const Tenso
   static_assert((std::is_convertible_v<const Tensors&, const at::Tensor&> && ...),
                 "accelerate::activation_checkpoint: the inputs are tensors");
   using Result = std::remove_cvref_t<std::invoke_result_t<Fn&, const Tensors&...>>;
-  using Flat = detail::CheckpointResult<Result>;
+  using Flat = training_detail::CheckpointResult<Result>;
   // A copy: backward runs the body again after this call has returned.
-  detail::CheckpointBody body = [fn = std::forward<Fn>(fn)](const std::vector<at::Tensor>& in) mutable {
+  training_detail::CheckpointBody body = [fn = std::forward<Fn>(fn)](const std::vector<at::Tensor>& in) mutable {
     return [&]<std::size_t... I>(std::index_sequence<I...>) { return Flat::flatten(Result(std::invoke(fn, in[I]...))); }
     (std::index_sequence_for<Tensors...>{});
   };
-  return Flat::unflatten(detail::run_checkpointed(module, std::move(body), {at::Tensor(inputs)...}));
+  return Flat::unflatten(training_detail::run_checkpointed(module, std::move(body), {at::Tensor(inputs)...}));
 }
 
 }  // namespace accelerate
