@@ -123,10 +123,17 @@ void check_plugin(const FullyShardedDataParallelPlugin& plugin) {
     not_built("param_init_fn", "a function",
               "Build the model with its values on every rank before prepare, which shards it");
   }
-  if (const std::string type = normalised(plugin.state_dict_type); !type.empty() && type != "SHARDED_STATE_DICT") {
+  // FULL and SHARDED write the same file: whole tensors, each rank writing
+  // its shards' pieces of them, loadable at any rank count and without
+  // sharding. FSDP's two differ in how the state reaches the disk (gathered
+  // on rank 0, or per rank); here no rank gathers, and the file is the full one.
+  if (const std::string type = normalised(plugin.state_dict_type); type == "LOCAL_STATE_DICT") {
     not_built("state_dict_type", plugin.state_dict_type,
-              "save_state always writes each rank's pieces (SHARDED_STATE_DICT), which load at any rank count, "
-              "and save_model the whole model");
+              "A checkpoint holds whole tensors, never a rank's flat local shard: use FULL_STATE_DICT or "
+              "SHARDED_STATE_DICT (both write the same file)");
+  } else if (!type.empty() && type != "SHARDED_STATE_DICT" && type != "FULL_STATE_DICT") {
+    throw ConfigError("FullyShardedDataParallelPlugin: state_dict_type '" + plugin.state_dict_type +
+                      "' is not one of FULL_STATE_DICT, SHARDED_STATE_DICT, LOCAL_STATE_DICT (or unset).");
   }
 }
 

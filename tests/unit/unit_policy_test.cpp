@@ -112,7 +112,9 @@ TEST(FsdpPluginUnits, RefusesWhatItCannotDoNamingTheField) {
             }).find("activation_checkpointing"),
             std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.cpu_offload = true; }).find("cpu_offload"), std::string::npos);
-  EXPECT_NE(refused([](auto& p) { p.state_dict_type = "FULL_STATE_DICT"; }).find("state_dict_type"),
+  EXPECT_NE(refused([](auto& p) { p.state_dict_type = "LOCAL_STATE_DICT"; }).find("state_dict_type"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& p) { p.state_dict_type = "FULL_STATE"; }).find("is not one of FULL_STATE_DICT"),
             std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.fsdp_version = 3; }).find("fsdp_version 3"), std::string::npos);
   EXPECT_NE(refused([](auto& p) { p.mixed_precision_policy = {{"bf16", "fp32", "bf16"}}; })
@@ -132,6 +134,8 @@ TEST(FsdpPluginUnits, RefusesWhatItCannotDoNamingTheField) {
   plugin.use_orig_params = false;
   plugin.sync_module_states = true;
   plugin.state_dict_type = "sharded_state_dict";
+  acc::check_plugin(plugin);
+  plugin.state_dict_type = "FULL_STATE_DICT";  // the same file (whole tensors, written in pieces)
   acc::check_plugin(plugin);
 }
 

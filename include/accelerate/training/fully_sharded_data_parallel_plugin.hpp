@@ -68,8 +68,9 @@ struct FullyShardedDataParallelPlugin {
   std::optional<bool> sync_module_states;
   /// The model is built whole on every rank: false or unset.
   std::optional<bool> cpu_ram_efficient_loading;
-  /// save_state writes each rank's pieces and save_model the whole model:
-  /// "SHARDED_STATE_DICT" or unset.
+  /// "FULL_STATE_DICT", "SHARDED_STATE_DICT" or unset: the same file either
+  /// way (whole tensors, each rank writing its shards' pieces; no rank
+  /// gathers). "LOCAL_STATE_DICT" (a rank's flat shard) is refused.
   std::string state_dict_type;
   /// FSDP's own dtypes ("bf16", ...): unset; the Accelerator's mixed_precision
   /// sets the compute dtype.
