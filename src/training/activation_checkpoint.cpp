@@ -6,6 +6,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/StringUtil.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
@@ -15,7 +16,6 @@
 #include <cstdint>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -116,12 +116,6 @@ struct CheckpointState : torch::CustomClassHolder {
   }
 };
 
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
-
 // The recomputed graph must end in the body's inputs and the module's
 // parameters: a gradient the node does not return would be lost silently.
 void check_graph(const CheckpointState& state, const std::vector<at::Tensor>& roots,
@@ -141,7 +135,7 @@ void check_graph(const CheckpointState& state, const std::vector<at::Tensor>& ro
     if (const auto* leaf = dynamic_cast<const torch::autograd::AccumulateGrad*>(node)) {
       if (allowed.count(leaf->variable.unsafeGetTensorImpl()) != 0) continue;
       throw ConfigError("accelerate::activation_checkpoint: the checkpointed body reads a parameter of shape " +
-                        shape_of(leaf->variable) + " that is not a parameter of the module passed (" +
+                        c10::str(leaf->variable.sizes()) + " that is not a parameter of the module passed (" +
                         state.module_name +
                         ") nor one of the body's inputs; its gradient would be lost. Pass the module that owns it "
                         "(one that holds every parameter the body reads), or pass the tensor as an input.");
