@@ -2,11 +2,11 @@
 # The GPT job (jobs/gpt) end to end: a transformer written as a custom
 # LibTorch module, with a head tied to its embedding, a warm-up cosine
 # schedule, accumulation and clipping. With the same global batch, the final
-# loss is the same under NO_SHARD, SHARD_GRAD_OP and FULL_SHARD (a unit per
-# block, the tied head in the root unit) at 1, 2 and 4 ranks; it
-# learns (also under bf16); a run killed at a random moment and resumed from
-# its newest checkpoint, on half the ranks, ends with the uninterrupted run's
-# loss, bit for bit.
+# loss is the same, to floating-point rounding, under NO_SHARD, SHARD_GRAD_OP
+# and FULL_SHARD (a unit per block, the tied head in the root unit) at 1, 2
+# and 4 ranks; it learns (also under bf16); a run killed at a random moment and
+# resumed from its newest checkpoint, on half the ranks, ends with the
+# uninterrupted run's loss.
 # usage: gpt_job_test.sh <gpt> <mpiexec> [mpiexec flags...]
 set -euo pipefail
 gpt=$1 mpiexec=$2
@@ -32,7 +32,11 @@ run() {  # <label> <np> <gpt args...>
 final_loss() { sed -n 's/^gpt: final loss \([0-9.]*\) after.*/\1/p' "$work/$1.log"; }
 first_loss() { sed -n 's/^gpt: step 10 loss \([0-9.]*\) .*/\1/p' "$work/$1.log"; }
 
-# Every strategy and rank count: one loss (the tied weight stepped once everywhere).
+# Within floating-point rounding: more ranks sum the gradients in another order.
+same_loss() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'; }
+
+# Every strategy and rank count: one loss (the tied weight stepped once everywhere;
+# stepped twice, it ends tenths away).
 run reference 1 --sharding NO_SHARD
 expected=$(final_loss reference)
 [ -n "$expected" ] || fail "the reference run printed no final loss"
@@ -42,7 +46,7 @@ for np in 1 2 4; do
     [ "$label" != NO_SHARD_np1 ] || continue
     run "$label" "$np" --sharding "$sharding"
     got=$(final_loss "$label")
-    [ "$got" = "$expected" ] || fail "$sharding at $np rank(s) ends at loss $got, the reference at $expected"
+    same_loss "$got" "$expected" || fail "$sharding at $np rank(s) ends at loss $got, the reference at $expected"
   done
 done
 # It learns: the loss falls from the first report to the last, by more than a tenth.
@@ -72,5 +76,5 @@ timeout 300 "${launch[@]}" -n 1 "$gpt" --project-dir "$dir" --steps "$steps" --b
   --checkpoint-every 3 --resume >"$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "the resumed run failed"; }
 grep "gpt:" "$work/resumed.log"
 grep -q "gpt: resumed at step" "$work/resumed.log" || fail "the second run did not resume"
-[ "$(final_loss resumed)" = "$expected" ] || fail "the resumed run ends at $(final_loss resumed), not $expected"
+same_loss "$(final_loss resumed)" "$expected" || fail "the resumed run ends at $(final_loss resumed), not $expected"
 echo PASS
