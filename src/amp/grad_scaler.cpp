@@ -3,8 +3,11 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
@@ -42,6 +45,53 @@ std::vector<at::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) 
 
 const void* key_of(const at::Tensor& parameter) { return parameter.unsafeGetTensorImpl(); }
 
+// `grads` with every run of gradients that lie back to back in one storage
+// (DDP's buckets, the flat buffers of FlatParameters and the fused
+// optimizers, ZeRO's shards) replaced by one 1-D tensor over the run: the
+// check and the division then cost one pass per run, not one per tensor.
+// Gradients that are not contiguous, or only overlap, stay as they are.
+std::vector<at::Tensor> flat_runs(const std::vector<at::Tensor>& grads) {
+  struct Place {
+    std::uintptr_t storage;
+    int dtype;
+    std::int64_t offset;
+    std::size_t index;
+  };
+  std::vector<Place> places;
+  std::vector<at::Tensor> runs;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const at::Tensor& grad = grads[i];
+    if (grad.is_contiguous() && grad.has_storage() && grad.numel() > 0) {
+      places.push_back({reinterpret_cast<std::uintptr_t>(grad.storage().unsafeGetStorageImpl()),
+                        static_cast<int>(grad.scalar_type()), grad.storage_offset(), i});
+    } else {
+      runs.push_back(grad);
+    }
+  }
+  std::sort(places.begin(), places.end(), [](const Place& a, const Place& b) {
+    return std::tie(a.storage, a.dtype, a.offset) < std::tie(b.storage, b.dtype, b.offset);
+  });
+  for (std::size_t first = 0; first < places.size();) {
+    const at::Tensor& head = grads[places[first].index];
+    std::int64_t end = places[first].offset + head.numel();
+    std::size_t last = first + 1;
+    while (last < places.size() && places[last].storage == places[first].storage &&
+           places[last].dtype == places[first].dtype && places[last].offset == end) {
+      end += grads[places[last].index].numel();
+      ++last;
+    }
+    if (last == first + 1) {
+      runs.push_back(head);
+    } else {
+      at::Tensor run = at::empty({0}, head.options());
+      run.set_(head.storage(), places[first].offset, {end - places[first].offset}, {1});
+      runs.push_back(run);
+    }
+    first = last;
+  }
+  return runs;
+}
+
 // Whether any gradient is inf/NaN, dividing all of them by `inv_scale` in
 // place. CUDA gradients go through ATen's fused kernel (one launch per
 // device and dtype, present in every LibTorch since 1.6); CPU gradients
@@ -50,7 +100,7 @@ bool check_and_unscale(const std::vector<at::Tensor>& grads, float inv_scale) {
   // Keyed by (CUDA device index, dtype).
   std::map<std::pair<int, int>, std::vector<at::Tensor>> fused;
   at::Tensor cpu_bad;  // bool scalar: some CPU gradient was not finite
-  for (const auto& grad : grads) {
+  for (const auto& grad : flat_runs(grads)) {
     if (grad.is_cuda()) {
       fused[{grad.device().index(), static_cast<int>(grad.scalar_type())}].push_back(grad);
       continue;

@@ -1,6 +1,5 @@
 #include "accelerate/training/accelerator.hpp"
 
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
 
@@ -20,11 +19,10 @@
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
-#include "accelerate/training/sharded_optimizer.hpp"
 #include "accelerate/training_state/module_state.hpp"
 #include "detail/job_step.hpp"
 #include "detail/profile_range.hpp"
-#include "training/distinct_parameters.hpp"
+#include "training/gradient_sync_strategy.hpp"
 #include "training/gradient_use_check.hpp"
 #include "training/meta_tensor_check.hpp"
 
@@ -133,18 +131,27 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   group_options.timeout = std::chrono::milliseconds(state_->timeout());
   group_options.debug_mode = settings_.debug_mode;
   world_ = ProcessGroup::world(*state_, group_options);
-  if (options_.fsdp_plugin) {
-    check_plugin(*options_.fsdp_plugin);
-    zero_stage_ = zero_stage_of(*options_.fsdp_plugin);
-    if (shards_within_node(*options_.fsdp_plugin)) {
-      shard_group_ = ProcessGroup::node(*state_, group_options);
-      replica_group_ = ProcessGroup::cross_node(*state_, group_options);
-    }
-  }
+  if (options_.fsdp_plugin) check_plugin(*options_.fsdp_plugin);
+  sync_ = training_detail::make_gradient_sync_strategy(
+      options_.fsdp_plugin ? &*options_.fsdp_plugin : nullptr,
+      {.state = *state_,
+       .world = *world_,
+       .group_options = group_options,
+       .ddp_kwargs = options_.ddp_kwargs,
+       .sync_in_backward = [this] {
+         // Asked in every gradient hook of a sharded optimizer's parameters.
+         if (backward_pass_->load(std::memory_order_acquire) == 0) {
+           training_detail::gradient_outside_accelerator_backward(LifetimeWatch{}, "a parameter of the sharded (" +
+                                                                                       std::string(sync_->name()) +
+                                                                                       ") optimizer");
+         }
+         return std::all_of(models_.begin(), models_.end(),
+                            [](const auto& model) { return model->require_backward_grad_sync(); });
+       }});
   if (settings_.mixed_precision == MixedPrecision::FP16) {
     // Sharded, each rank unscales only its shard of the gradient: the ranks
     // agree on an overflow any of them found, so that all skip the step.
-    scaler_ = std::make_unique<GradScaler>(options_.scaler_kwargs, zero_stage_ ? world_.get() : nullptr);
+    scaler_ = std::make_unique<GradScaler>(options_.scaler_kwargs, sync_->overflow_group());
   }
   if (!settings_.ignored_config_keys.empty() && state_->is_main_process()) {
     std::string keys;
@@ -199,20 +206,7 @@ std::shared_ptr<DistributedModel> Accelerator::prepare_model(std::shared_ptr<tor
   DistributedModelOptions model_options;
   model_options.autocast_dtype = autocast_dtype_of(settings_.mixed_precision);
   model_options.autocast_kwargs = options_.autocast_kwargs;
-  // ZeRO stage 2: no all-reduce and no gradient buckets; the sharded
-  // optimizer reduce-scatters the gradients. The model's sync flag still says
-  // which backward passes synchronise (accumulate(), no_sync()): the sharded
-  // optimizer asks it.
-  model_options.reduce_gradients = zero_stage_ != ZeroStage::Gradients && zero_stage_ != ZeroStage::Parameters;
-  // ZeRO stage 3: the model shards its parameters too, unit by unit.
-  model_options.shard_parameters = zero_stage_ == ZeroStage::Parameters;
-  if (options_.fsdp_plugin) {
-    model_options.unit_policy = unit_policy_of(*options_.fsdp_plugin);
-    // check_plugin() accepted it for FULL_SHARD and HYBRID_SHARD only.
-    model_options.activation_checkpointing = options_.fsdp_plugin->activation_checkpointing;
-  }
-  model_options.shard_group = shard_group_.get();  // HYBRID_SHARD: the node; else the world
-  model_options.shard_replicas = replica_group_.get();
+  sync_->configure_model(model_options);
   auto model = std::make_shared<DistributedModel>(std::move(module), *world_, options_.ddp_kwargs, model_options);
   model->require_accelerator_backward(backward_pass_);
   models_.push_back(model);
@@ -245,18 +239,6 @@ void Accelerator::clear_stale_gradients(torch::nn::Module& module) {
 }
 
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimizer& optimizer) {
-  if (zero_stage_ != ZeroStage::Parameters) {
-    // A tied weight is listed under each of its names by parameters(): an
-    // optimizer built over that list would step it once per name.
-    const std::size_t removed = training_detail::deduplicate_param_groups(optimizer, "Accelerator::prepare");
-    if (removed > 0 && is_main_process()) {
-      Logger(*state_, "accelerate")
-          .info("Accelerator::prepare: the optimizer listed " + std::to_string(removed) +
-                " tensor(s) more than once (tied weights, which parameters() lists under each name); each is now "
-                "listed once, so that every step updates it once. Build the optimizer over distinct tensors to "
-                "silence this.");
-    }
-  }
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_.get(),
                                                          [this](const AcceleratedOptimizer& stepped) {
                                                            count_optimizer_step(stepped);
@@ -264,26 +246,7 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepare(torch::optim::Optimiz
   // Debug mode: a step whose gradients came from no accelerator.backward()
   // (through any model, prepared or not) is refused.
   prepared->require_accelerator_backward(settings_.debug_mode);
-  if (zero_stage_ == ZeroStage::Parameters) {
-    // Stage 3: the model holds the shards; the optimizer is re-pointed at them.
-    fully_sharded_model_for("prepare")->shard_optimizer(optimizer);
-  } else if (zero_stage_) {
-    prepared->shard_with(std::make_shared<ShardedOptimizer>(
-        optimizer, shard_group_ ? *shard_group_ : *world_,
-        ShardingOptions{.stage = *zero_stage_,
-                        .bucket_cap_mb = options_.ddp_kwargs.bucket_cap_mb,
-                        .sync_in_backward =
-                            [this] {
-                              // Asked in every gradient hook of the shards' parameters.
-                              if (backward_pass_->load(std::memory_order_acquire) == 0) {
-                                training_detail::gradient_outside_accelerator_backward(
-                                    LifetimeWatch{}, "a parameter of the sharded (SHARD_GRAD_OP) optimizer");
-                              }
-                              return std::all_of(models_.begin(), models_.end(),
-                                                 [](const auto& model) { return model->require_backward_grad_sync(); });
-                            },
-                        .replicas = replica_group_.get()}));
-  }
+  sync_->prepare_optimizer(optimizer, *prepared, prepared_objects());
   optimizers_.push_back(prepared);
   return prepared;
 }
@@ -353,7 +316,7 @@ void Accelerator::backward(const at::Tensor& loss) {
 void Accelerator::unscale_gradients(AcceleratedOptimizer& optimizer) {
   if (!scaler_ || !scaler_->is_enabled() || optimizer.unscaled()) return;
   // Sharded, the gradients reach the shards (the optimizer's parameters) first.
-  if (optimizer.sharded() != nullptr) optimizer.sharded()->reduce_gradients();
+  sync_->gather_gradients(optimizer);
   scaler_->unscale_(optimizer.optimizer());
   optimizer.mark_unscaled();
 }
@@ -362,67 +325,21 @@ void Accelerator::unscale_gradients() {
   for (const auto& optimizer : optimizers_) unscale_gradients(*optimizer);
 }
 
-ShardedOptimizer* Accelerator::sharded_optimizer_for(const char* call) {
-  if (!zero_stage_) return nullptr;
-  if (optimizers_.size() != 1) {
-    throw ConfigError(
-        detail::where() + " Accelerator::" + call + ": with SHARD_GRAD_OP, clipping works on the shards of " +
-        "the one prepared optimizer (the whole model's gradient), and " + std::to_string(optimizers_.size()) +
-        " are prepared. Prepare one optimizer, or clip through each one's sharded()->" + call + ".");
-  }
-  return optimizers_.front()->sharded();
-}
-
-FullyShardedModel* Accelerator::fully_sharded_model_for(const char* call) {
-  if (zero_stage_ != ZeroStage::Parameters) return nullptr;
-  std::vector<FullyShardedModel*> sharded;
-  for (const auto& model : models_) {
-    if (model->fully_sharded() != nullptr) sharded.push_back(model->fully_sharded());
-  }
-  if (sharded.size() != 1) {
-    throw ConfigError(detail::where() + " Accelerator::" + call + ": with FULL_SHARD, the parameters, gradients " +
-                      "and optimizer state live in the one prepared model's shards, and " +
-                      std::to_string(sharded.size()) +
-                      " models are prepared. Prepare one model, before its optimizer (prepare(model, optimizer) "
-                      "does).");
-  }
-  return sharded.front();
+training_detail::PreparedObjects Accelerator::prepared_objects() const {
+  return {.models = models_, .optimizers = optimizers_};
 }
 
 std::optional<double> Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                                    double norm_type) {
   if (!gradient_state_.sync_gradients()) return std::nullopt;
-  // Stage 3: the gradients are in the model's shards since backward; as with
-  // FSDP, `parameters` is not consulted.
-  if (FullyShardedModel* sharded = fully_sharded_model_for("clip_grad_norm_")) {
-    unscale_gradients();
-    return sharded->clip_grad_norm_(max_norm, norm_type);
-  }
-  // Sharded: the gradients are still local here; the optimizer reduces them
-  // into its shards first and clips by the norm over all shards.
-  if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_norm_")) {
-    unscale_gradients();
-    return sharded->clip_grad_norm_(max_norm, norm_type);
-  }
   unscale_gradients();
-  // A tied weight's gradient counts once in the norm, as the optimizer steps it once.
-  return torch::nn::utils::clip_grad_norm_(training_detail::distinct_tensors(parameters), max_norm, norm_type);
+  return sync_->clip_grad_norm(parameters, max_norm, norm_type, prepared_objects());
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!gradient_state_.sync_gradients()) return;
-  if (FullyShardedModel* sharded = fully_sharded_model_for("clip_grad_value_")) {
-    unscale_gradients();
-    sharded->clip_grad_value_(clip_value);
-    return;
-  }
-  if (ShardedOptimizer* sharded = sharded_optimizer_for("clip_grad_value_")) {
-    unscale_gradients();
-    sharded->clip_grad_value_(clip_value);
-    return;
-  }
   unscale_gradients();
-  torch::nn::utils::clip_grad_value_(training_detail::distinct_tensors(parameters), clip_value);
+  sync_->clip_grad_value(parameters, clip_value, prepared_objects());
 }
 
 AutocastScope Accelerator::autocast() const { return autocast(options_.autocast_kwargs); }
@@ -480,19 +397,11 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   checkpoint::TrainingStateRefs refs;
   for (const auto& model : models_) {
     refs.models.push_back(model->module().get());
-    // FULL_SHARD: the weights go to and from the file in each rank's pieces.
-    FullyShardedModel* const sharded = model->fully_sharded();
-    refs.model_shards.push_back(sharded != nullptr ? std::optional(sharded->sharded_weights()) : std::nullopt);
+    refs.model_shards.push_back(sync_->model_shards(*model));
   }
   for (const auto& optimizer : optimizers_) {
     refs.optimizers.push_back(&optimizer->optimizer());
-    if (optimizer->sharded() != nullptr) {
-      refs.optimizer_shards.emplace_back(optimizer->sharded()->shard_layout());
-    } else if (FullyShardedModel* sharded = fully_sharded_model_for("save_state")) {
-      refs.optimizer_shards.emplace_back(sharded->shard_layout(optimizer->optimizer()));
-    } else {
-      refs.optimizer_shards.emplace_back(std::nullopt);
-    }
+    refs.optimizer_shards.push_back(sync_->optimizer_shards(*optimizer, prepared_objects()));
   }
   for (const auto& scheduler : schedulers_) {
     refs.schedulers.push_back({[scheduler] {

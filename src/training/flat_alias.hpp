@@ -1,6 +1,7 @@
 // A tensor over another's storage that autograd does not see as a view: the
 // one way the flat-storage pieces (ShardedOptimizer, FlatParameters) point a
-// parameter, a .grad or a state tensor at a range of a flat buffer.
+// parameter, a .grad or a state tensor at a range of a flat buffer (and
+// FullyShardedModel a parameter or a shard at a range of its unit).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -27,6 +27,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/training/sharded_unit_scope.hpp"
 #include "detail/profile_range.hpp"
+#include "training/flat_alias.hpp"
 #include "training/gradient_ready_hook.hpp"
 #include "training/meta_tensor_check.hpp"
 #include "training/qualified_name.hpp"
@@ -50,15 +51,7 @@ AllReduceOptions maximum_over_ranks() {
 using training_detail::AccumulatorPtr;
 using training_detail::GradientReadyHook;
 
-// A contiguous tensor over `base`'s storage from `offset` that autograd does
-// not track as a view of `base`: a parameter's data, or a shard.
-at::Tensor storage_alias(const at::Tensor& base, std::int64_t offset, at::IntArrayRef sizes) {
-  std::vector<std::int64_t> strides(sizes.size(), 1);
-  for (std::size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
-  at::Tensor alias = at::empty({0}, base.options());
-  alias.set_(base.storage(), base.storage_offset() + offset, sizes, strides);
-  return alias;
-}
+using training_detail::alias_of;
 
 // The whole parameters of a unit live in one storage that every parameter
 // (and every tensor autograd saved from them) shares. Freeing it keeps the
@@ -198,11 +191,11 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<torch::nn::Module> model, P
       group.broadcast(values);
       if (replicas != nullptr) replicas->broadcast(values);  // the first copy's rank 0 everywhere
       unit.whole.narrow(0, unit.offsets[p], parameter.numel()).copy_(values.reshape({-1}));
-      parameter.set_data(storage_alias(unit.whole, unit.offsets[p], parameter.sizes()));
+      parameter.set_data(alias_of(unit.whole, unit.offsets[p], parameter.sizes()));
     }
     if (size == 1) {
       // One rank: the shard is the whole, and nothing is ever freed.
-      unit.shard = storage_alias(unit.whole, 0, {unit.slice});
+      unit.shard = alias_of(unit.whole, 0, {unit.slice});
       unit.gathered = true;
     } else {
       unit.shard = unit.whole.narrow(0, group.rank() * unit.slice, unit.slice).clone();

@@ -14,28 +14,14 @@
 #include "accelerate/error.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_bucket_plan.hpp"
+#include "training/gradient_ready_hook.hpp"
 #include "training/gradient_use_check.hpp"
 
 namespace accelerate::detail {
 namespace {
 
-// LibTorch 1.13 hands out std::shared_ptr<Node>, 2.x c10::intrusive_ptr<Node>.
-using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
-
-// Runs after AccumulateGrad has updated the parameter's .grad.
-class ReadyHook final : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(GradientReducer* reducer, std::size_t index) : reducer_(reducer), index_(index) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    reducer_->on_gradient_ready(index_);
-    return outputs;
-  }
-
- private:
-  GradientReducer* reducer_;
-  std::size_t index_;
-};
+using training_detail::AccumulatorPtr;
+using training_detail::GradientReadyHook;
 
 }  // namespace
 
@@ -116,7 +102,8 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> parameters, std::vector
                         "' has no gradient accumulator (is it a view or a non-leaf tensor?). Register "
                         "parameters as leaf tensors with requires_grad.");
     }
-    hooks_->keys.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(this, k)));
+    hooks_->keys.push_back(
+        accumulator->add_post_hook(std::make_unique<GradientReadyHook>([this, k] { on_gradient_ready(k); })));
     hooks_->accumulators.push_back(std::move(accumulator));
   }
 }

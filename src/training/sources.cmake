@@ -12,10 +12,14 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_data_parallel_plugin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fully_sharded_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_state.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gradient_sync_strategy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/local_sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lr_schedules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/meta_tensor_check.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_sharded_sync.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parameter_sharded_sync.cpp
   ${CMAKE_CURRENT_LIST_DIR}/replica_groups.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/replicated_sync.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_clipping.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded_unit_scope.cpp

@@ -42,6 +42,9 @@ accelerate_add_mpi_test(activation_checkpoint_test
 accelerate_add_mpi_test(sharded_optimizer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_optimizer_test.cpp
                         NPROCS 1 2 4 TIMEOUT 120 LABELS training)
 # Sharded training through the Accelerator (fsdp_plugin SHARD_GRAD_OP) against NO_SHARD, resumed.
+# One gradient-sync strategy per sharding_strategy, as the Accelerator builds it.
+accelerate_add_mpi_test(gradient_sync_strategy_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/gradient_sync_strategy_test.cpp
+                        NPROCS 1 2 TIMEOUT 60 LABELS training)
 if(ACCELERATE_HAVE_HDF5)
   # Sharded optimizer state saved whole, resumed under other shardings and rank counts.
   accelerate_add_mpi_test(sharded_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sharded_checkpoint_test.cpp

@@ -2,7 +2,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/record_function.h>
+
 #include <limits>
+#include <memory>
+#include <string_view>
+#include <vector>
 
 #include "accelerate/amp/autocast.hpp"
 #include "accelerate/amp/grad_scaler.hpp"
@@ -205,6 +210,72 @@ TEST(GradScaler, UnscaleOfAParameterListCountsForTheOptimizer) {
   EXPECT_TRUE(scaler.step(optimizer));
   EXPECT_TRUE(torch::allclose(problem.model->bias.detach(), before - 0.1 * (scaled_grad / 64)));
   scaler.update();
+}
+
+// Counts the aten::mul_ calls this thread makes while it lives.
+class MulCounter {
+ public:
+  MulCounter() {
+    count_ = 0;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          if (std::string_view(fn.name()) == "aten::mul_") ++count_;
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~MulCounter() { at::removeCallback(handle_); }
+  MulCounter(const MulCounter&) = delete;
+  MulCounter& operator=(const MulCounter&) = delete;
+  [[nodiscard]] static int count() { return count_; }
+
+ private:
+  static inline int count_ = 0;
+  at::CallbackHandle handle_;
+};
+
+TEST(GradScaler, GradientsBackToBackInOneBufferAreUnscaledInOnePass) {
+  // Ten gradients back to back in one flat buffer (as DDP's buckets and the
+  // flat optimizers lay them out), one more in it after a gap, and one of its own.
+  std::vector<torch::Tensor> parameters;
+  const auto flat = torch::arange(1, 61, torch::kFloat);  // 60 elements
+  for (int i = 0; i < 10; ++i) {
+    parameters.push_back(torch::zeros({2, 2}));
+    parameters.back().mutable_grad() = flat.narrow(0, 4 * i, 4).view({2, 2});
+  }
+  parameters.push_back(torch::zeros({3}));
+  parameters.back().mutable_grad() = flat.narrow(0, 50, 3);
+  parameters.push_back(torch::zeros({5}));
+  parameters.back().mutable_grad() = torch::full({5}, 8.0F);
+  const auto expected_flat = flat.clone();
+  expected_flat.narrow(0, 0, 40).div_(8);
+  expected_flat.narrow(0, 50, 3).div_(8);
+
+  int per_division = 0;  // aten::mul_ records per in-place multiplication by a scalar
+  {
+    MulCounter muls;
+    torch::ones({4}).mul_(0.5F);
+    per_division = MulCounter::count();
+  }
+  ASSERT_GT(per_division, 0);
+  GradScaler scaler({.init_scale = 8.0});
+  {
+    MulCounter muls;
+    scaler.unscale_(parameters);
+    // One division per run: the ten, the one after the gap, the separate one.
+    EXPECT_EQ(MulCounter::count(), 3 * per_division);
+  }
+  EXPECT_TRUE(torch::equal(flat, expected_flat)) << flat;  // the gap untouched
+  EXPECT_TRUE(torch::equal(parameters.back().grad(), torch::ones({5})));
+  EXPECT_FALSE(scaler.found_inf());
+  scaler.update();
+
+  // An inf inside the run is found.
+  for (auto& parameter : parameters) parameter.mutable_grad() = torch::Tensor();
+  const auto second = torch::ones({40});
+  for (int i = 0; i < 10; ++i) parameters[i].mutable_grad() = second.narrow(0, 4 * i, 4).view({2, 2});
+  second[22] = kInf;
+  scaler.unscale_(parameters);
+  EXPECT_TRUE(scaler.found_inf());
 }
 
 TEST(GradScaler, RejectsFp16GradientsAndBadKwargs) {

@@ -65,8 +65,10 @@ class LRScheduler;
 
 namespace accelerate {
 
-class ShardedOptimizer;
-class FullyShardedModel;
+namespace training_detail {
+class GradientSyncStrategy;
+struct PreparedObjects;
+}  // namespace training_detail
 
 class GradScaler;
 
@@ -413,12 +415,7 @@ class Accelerator {
   AccumulateScope accumulate_models(const std::vector<DistributedModel*>& models);
   checkpoint::TrainingStateRefs checkpoint_refs();
   void count_optimizer_step(const AcceleratedOptimizer& optimizer);
-  /// With sharding: the one prepared optimizer's ShardedOptimizer (ConfigError
-  /// naming `call` for several); without: nullptr.
-  ShardedOptimizer* sharded_optimizer_for(const char* call);
-  /// With FULL_SHARD: the one prepared model's FullyShardedModel (ConfigError
-  /// naming `call` for none or several); without: nullptr.
-  FullyShardedModel* fully_sharded_model_for(const char* call);
+  [[nodiscard]] training_detail::PreparedObjects prepared_objects() const;
 
   AcceleratorOptions options_;
   ResolvedSettings settings_;
@@ -426,12 +423,10 @@ class Accelerator {
   std::unique_ptr<ProcessGroup> world_;
   GradientState gradient_state_;
   std::unique_ptr<GradScaler> scaler_;
-  /// The ZeRO stage of prepared optimizers (fsdp_plugin), or none.
-  std::optional<ZeroStage> zero_stage_;
-  /// HYBRID_SHARD_ZERO2, HYBRID_SHARD: the shards' group (the node) and their replicas
-  /// (the cross-node group); null otherwise, when the world shards.
-  std::unique_ptr<ProcessGroup> shard_group_;
-  std::unique_ptr<ProcessGroup> replica_group_;
+  /// How gradients are synchronised and where weights and optimizer state
+  /// live (fsdp_plugin's sharding_strategy; DDP without one). Before the
+  /// prepared objects: they point into the groups it owns.
+  std::unique_ptr<training_detail::GradientSyncStrategy> sync_;
   checkpoint::ProjectConfiguration project_;
   tracking::TrackerSet trackers_;
   std::vector<std::shared_ptr<DistributedModel>> models_;
