@@ -219,7 +219,8 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module, Pr
                              },
                          .replicas = options.shard_replicas,
                          .units = options.unit_policy,
-                         .activation_checkpointing = options.activation_checkpointing});
+                         .activation_checkpointing = options.activation_checkpointing,
+                         .reshard_after_forward = options.reshard_after_forward});
   }
   if (!options.reduce_gradients || options.shard_parameters) {
     local_names_ = std::move(names);

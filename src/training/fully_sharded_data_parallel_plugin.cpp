@@ -81,11 +81,8 @@ void check_plugin(const FullyShardedDataParallelPlugin& plugin) {
         "FullyShardedDataParallelPlugin: min_num_params is set but auto_wrap_policy is not size_based_wrap; set "
         "auto_wrap_policy = \"size_based_wrap\" to use it.");
   }
-  if (plugin.reshard_after_forward == false) {
-    not_built("reshard_after_forward", "false",
-              "Units are always freed after their forward; for whole parameters between forward and backward "
-              "use sharding_strategy SHARD_GRAD_OP");
-  }
+  // reshard_after_forward = false keeps FULL_SHARD's units whole from forward
+  // to backward; the other strategies hold whole parameters anyway.
   if (const std::string prefetch = normalised(plugin.backward_prefetch);
       !prefetch.empty() && prefetch != "NO_PREFETCH") {
     not_built("backward_prefetch", plugin.backward_prefetch, "Leave it unset or NO_PREFETCH");

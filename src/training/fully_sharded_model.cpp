@@ -473,8 +473,12 @@ void FullyShardedModel::enter_unit(std::size_t u) {
 
 void FullyShardedModel::leave_unit(std::size_t u) noexcept {
   Unit& unit = units_[u];
-  if (unit.marked || !torch::GradMode::is_enabled()) {
+  if (!torch::GradMode::is_enabled()) {
     reshard(unit);
+  } else if (unit.marked) {
+    // Kept whole for its backward otherwise, which then gathers nothing;
+    // reduce() frees it once its gradients are reduce-scattered.
+    if (options_.reshard_after_forward) reshard(unit);
   } else {
     // No output was marked: its backward could not gather it again, so it
     // stays whole, and end_forward() names it.

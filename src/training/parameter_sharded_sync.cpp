@@ -21,6 +21,7 @@ class ParameterShardedSync final : public GradientSyncStrategy {
       : name_(shards_within_node(plugin) ? "HYBRID_SHARD" : "FULL_SHARD"),
         unit_policy_(unit_policy_of(plugin)),
         activation_checkpointing_(plugin.activation_checkpointing),
+        reshard_after_forward_(plugin.reshard_after_forward.value_or(true)),
         groups_(plugin, context) {}
 
   [[nodiscard]] std::string_view name() const override { return name_; }
@@ -31,6 +32,7 @@ class ParameterShardedSync final : public GradientSyncStrategy {
     options.shard_parameters = true;
     options.unit_policy = unit_policy_;
     options.activation_checkpointing = activation_checkpointing_;
+    options.reshard_after_forward = reshard_after_forward_;
     // Hybrid: the node's ranks shard, their replicas on the other nodes
     // average; otherwise the model's own group (the world) shards.
     options.shard_group = groups_.replicas() != nullptr ? &groups_.shards() : nullptr;
@@ -87,6 +89,7 @@ class ParameterShardedSync final : public GradientSyncStrategy {
   std::string name_;
   UnitPolicy unit_policy_;
   bool activation_checkpointing_;
+  bool reshard_after_forward_;
   ShardGroups groups_;
 };
 

@@ -261,6 +261,33 @@ TEST_F(FullyShardedTest, FreesEachUnitAfterItsForwardAndBackward) {
   }
 }
 
+TEST_F(FullyShardedTest, WithoutReshardAfterForwardUnitsStayWholeUntilTheirBackward) {
+  auto net = make_net();
+  auto optimizer = make_optimizer(net->parameters(), {}, /*adam=*/true);
+  acc::FullyShardedModel model(net, *group, {.reshard_after_forward = false});
+  model.shard_optimizer(*optimizer);
+  const std::int64_t whole_model = model.total_elements() * static_cast<std::int64_t>(sizeof(float));
+  for (int step = 0; step < kSteps; ++step) {
+    auto loss = torch::mse_loss(model.forward(rows(x, group->rank())), rows(y, group->rank()));
+    if (group->size() > 1) {
+      // Every unit whole (each padded to a multiple of the ranks).
+      EXPECT_GE(model.whole_parameter_bytes(), whole_model) << "a unit was freed after its forward";
+    }
+    loss.backward();
+    EXPECT_EQ(model.whole_parameter_bytes(), 0) << "a unit stayed whole after its backward";
+    EXPECT_EQ(model.whole_gradient_bytes(), 0) << "a whole gradient was kept";
+    optimizer->step();
+    optimizer->zero_grad();
+  }
+  // Without a backward to follow, units are freed after their forward as always.
+  {
+    torch::NoGradGuard no_grad;
+    (void)model.forward(rows(x, group->rank()));
+    EXPECT_EQ(model.whole_parameter_bytes(), 0);
+  }
+  expect_same(reference(/*adam=*/true, /*two_groups=*/false, /*unused=*/false), model.full_state_dict());
+}
+
 TEST_F(FullyShardedTest, ParameterUnusedOnOddRanks) {
   // Rank r's second layer of unit 2 joins in on even ranks only: on odd
   // ranks its gradient is zero in the average, and no rank waits for it.

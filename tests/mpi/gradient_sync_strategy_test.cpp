@@ -43,10 +43,11 @@ TEST(GradientSyncStrategy, OneImplementationPerShardingStrategy) {
   const auto world = acc::ProcessGroup::world(state);
   const acc::DistributedDataParallelKwargs ddp_kwargs;
   const auto context = [&] {
-    return acc::training_detail::SyncContext{
-        .state = state, .world = *world, .group_options = {}, .ddp_kwargs = ddp_kwargs, .sync_in_backward = [] {
-          return true;
-        }};
+    return acc::training_detail::SyncContext{.state = state,
+                                             .world = *world,
+                                             .group_options = {},
+                                             .ddp_kwargs = ddp_kwargs,
+                                             .sync_in_backward = [] { return true; }};
   };
   const auto check = [&](acc::training_detail::GradientSyncStrategy& strategy, const Expected& expected) {
     EXPECT_EQ(strategy.name(), expected.name);
@@ -90,11 +91,14 @@ TEST(GradientSyncStrategy, FullShardBuildsThePluginsUnits) {
   plugin.auto_wrap_policy = "transformer_based_wrap";
   plugin.transformer_cls_names_to_wrap = {"Block"};
   plugin.activation_checkpointing = true;
+  plugin.reshard_after_forward = false;
   const auto strategy = make_gradient_sync_strategy(
-      &plugin, {.state = state, .world = *world, .group_options = {}, .ddp_kwargs = ddp_kwargs, .sync_in_backward = {}});
+      &plugin,
+      {.state = state, .world = *world, .group_options = {}, .ddp_kwargs = ddp_kwargs, .sync_in_backward = {}});
   acc::DistributedModelOptions options;
   strategy->configure_model(options);
   EXPECT_TRUE(options.activation_checkpointing);
+  EXPECT_FALSE(options.reshard_after_forward);
   EXPECT_EQ(options.shard_group, nullptr);  // the model's own group, the world, shards
   // The units are the plugin's: the module of class Block is one, the other is not.
   torch::nn::Module root;

@@ -100,6 +100,9 @@ struct DistributedModelOptions {
   /// With shard_parameters: FullShardOptions::activation_checkpointing (the
   /// units' ShardedUnitScope::checkpoint bodies recomputed in backward).
   bool activation_checkpointing = false;
+  /// With shard_parameters: FullShardOptions::reshard_after_forward (false:
+  /// units stay whole from their forward to their backward).
+  bool reshard_after_forward = true;
   /// With shard_parameters: the ranks to shard over (default: the model's
   /// group) and their replicas on the other nodes (HYBRID_SHARD; see
   /// FullShardOptions::replicas).

@@ -47,7 +47,9 @@ struct FullyShardedDataParallelPlugin {
   UnitPolicy::Predicate wrap_module;
 
   // --- the seeds' other fields: only the values shown are built ------------
-  /// true (FULL_SHARD's default): units are freed after their forward.
+  /// Unset or true (FULL_SHARD's default): units are freed after their
+  /// forward and gathered again for their backward. False: they stay whole
+  /// from forward to backward (FullShardOptions::reshard_after_forward).
   std::optional<bool> reshard_after_forward;
   /// "NO_PREFETCH" (unset is the same): no unit is gathered ahead of its turn.
   std::string backward_prefetch;

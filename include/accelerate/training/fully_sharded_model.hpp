@@ -96,6 +96,14 @@ struct FullShardOptions {
   /// of keeping its activations (one more forward of each such unit per
   /// step). Units whose forward does not call it run as they are.
   bool activation_checkpointing = false;
+  /// Free each unit's whole parameters when its forward ends, and gather them
+  /// again before its backward (FSDP's default). False: a unit gathered for
+  /// its forward stays whole until its gradients are reduce-scattered, which
+  /// saves the backward's all-gathers at the price of holding the whole
+  /// model between forward and backward (FSDP2's reshard_after_forward=False).
+  /// Without autograd (no_grad, eval) units are freed after their forward
+  /// either way.
+  bool reshard_after_forward = true;
 };
 
 class FullyShardedModel {
