@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "collective.hpp"
 #include "harness.hpp"
 #include "peer.hpp"

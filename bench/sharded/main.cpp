@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "system_info.hpp"
 
 namespace {

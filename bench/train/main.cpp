@@ -31,6 +31,7 @@
 #include <sstream>
 #include <string>
 
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "system_info.hpp"
 #include "workloads.hpp"
 

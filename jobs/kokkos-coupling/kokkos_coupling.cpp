@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "accelerate/interop/kokkos.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/training/accelerator.hpp"
 
 namespace {

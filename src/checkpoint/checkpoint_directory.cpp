@@ -21,6 +21,7 @@
 
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/timestamp.hpp"
 #include "detail/deadline_comm.hpp"
@@ -239,8 +240,8 @@ std::optional<std::string> recover_interrupted_commit(const fs::path& final_dire
 
 StagedCheckpoint::StagedCheckpoint(fs::path final_directory, const StagingOptions& options)
     : final_(std::move(final_directory)), options_(options) {
-  const DeadlineComm world(options.world, options.timeout);
-  leader_ = DeadlineComm(options.file_comm, options.timeout).rank() == 0;
+  const DeadlineComm world(options.world.get(), options.timeout);
+  leader_ = DeadlineComm(options.file_comm.get(), options.timeout).rank() == 0;
   if (final_.filename().empty()) final_ = final_.parent_path();  // "dir/" -> "dir"
 
   std::string nonce = world.rank() == 0 ? make_nonce() : std::string();
@@ -281,7 +282,7 @@ void StagedCheckpoint::commit(bool local_ok, Manifest manifest, std::optional<in
               << " s before commit" << std::endl;
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(pause)));
   }
-  const DeadlineComm world(options_.world, options_.timeout);
+  const DeadlineComm world(options_.world.get(), options_.timeout);
   std::string problem = local_ok ? "" : "this rank's part of the save failed (see its error above)";
   // Every rank flushes the file it wrote to: on parallel file systems a
   // client's fsync covers only the data that client wrote.

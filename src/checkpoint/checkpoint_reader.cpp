@@ -17,6 +17,7 @@
 
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/attributes.hpp"
 #include "checkpoint/collective.hpp"
 #include "checkpoint/direct_read.hpp"
@@ -97,8 +98,9 @@ class ReadOnlyDescriptor {
 }  // namespace
 
 struct CheckpointReader::Impl {
-  explicit Impl(const ReaderOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
-  ~Impl() { close_parallel_file_quietly(file, options.comm, options.timeout, options.file.string()); }
+  explicit Impl(const ReaderOptions& o)
+      : options(o), comm(o.comm.get(), o.timeout), rank(comm.rank()), size(comm.size()) {}
+  ~Impl() { close_parallel_file_quietly(file, options.comm.get(), options.timeout, options.file.string()); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
@@ -321,7 +323,7 @@ CheckpointReader::CheckpointReader(const ReaderOptions& options) : impl_(std::ma
                     "' does not exist on every rank. With save_on_each_node=false the checkpoint directory must "
                     "be on a file system all ranks share.");
   }
-  s.file = open_parallel_file(options.comm, options.file, options.timeout);
+  s.file = open_parallel_file(options.comm.get(), options.file, options.timeout);
   s.raw = ReadOnlyDescriptor(options.file);
   const int open_error = s.raw.get() >= 0 ? 0 : errno;
   if (!all_ranks_agree(s.comm, s.raw.get() >= 0, "CheckpointReader (could every rank open the file?)")) {

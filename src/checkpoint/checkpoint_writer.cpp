@@ -12,6 +12,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/availability.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/attributes.hpp"
 #include "checkpoint/collective.hpp"
 #include "checkpoint/hdf5_types.hpp"
@@ -70,8 +71,9 @@ void require_values(const at::Tensor& tensor, std::string_view name, const std::
 }  // namespace
 
 struct CheckpointWriter::Impl {
-  explicit Impl(const WriterOptions& o) : options(o), comm(o.comm, o.timeout), rank(comm.rank()), size(comm.size()) {}
-  ~Impl() { close_parallel_file_quietly(file, options.comm, options.timeout, options.file.string()); }
+  explicit Impl(const WriterOptions& o)
+      : options(o), comm(o.comm.get(), o.timeout), rank(comm.rank()), size(comm.size()) {}
+  ~Impl() { close_parallel_file_quietly(file, options.comm.get(), options.timeout, options.file.string()); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
@@ -140,7 +142,7 @@ CheckpointWriter::CheckpointWriter(const WriterOptions& options, const Checkpoin
   s.spare = std::make_unique<SpareCore>(
       cores_of_this_rank(s.comm.ranks_on_this_host("CheckpointWriter (counting the ranks on each host)")));
   s.assigned_bytes.assign(static_cast<std::size_t>(s.size), 0);
-  s.file = create_parallel_file(options.comm, options.file, ParallelFileOptions{.alignment = options.alignment},
+  s.file = create_parallel_file(options.comm.get(), options.file, ParallelFileOptions{.alignment = options.alignment},
                                 options.timeout);
   s.transfer = collective_transfer(options.two_phase_io);
   s.link_creation = PropertyList(H5Pcreate(H5P_LINK_CREATE), "link creation list");
@@ -354,7 +356,7 @@ void CheckpointWriter::close() {
     const BlockingCallWatchdog watchdog = s.watch("H5Fflush", "");
     ACCELERATE_HDF5_CHECK(H5Fflush(s.file.get(), H5F_SCOPE_GLOBAL), s.options.file.string());
   }
-  close_parallel_file(s.file, s.options.comm, s.options.timeout, s.options.file.string());
+  close_parallel_file(s.file, s.options.comm.get(), s.options.timeout, s.options.file.string());
 }
 
 std::uint64_t CheckpointWriter::bytes_written_locally() const noexcept { return impl_->written; }

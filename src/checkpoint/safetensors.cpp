@@ -16,6 +16,7 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/host_tensor.hpp"
 #include "checkpoint/safetensors_format.hpp"
 #include "detail/dtype_names.hpp"

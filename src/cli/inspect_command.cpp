@@ -15,6 +15,7 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "cli/arguments.hpp"
 #include "cli/commands.hpp"

@@ -11,6 +11,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/env_config.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "comm/debug_check.hpp"
 #include "comm/mpi/mpi_backend.hpp"
 #include "comm/object_serialization.hpp"
@@ -131,7 +132,7 @@ struct ProcessGroup::Control {
   detail::DeadlineComm deadline;                // built after the board is attached, so it finds it
 };
 
-ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
+ProcessGroup::ProcessGroup(const State& state, CommHandle comm, std::string name, ProcessGroupOptions options,
                            std::unique_ptr<Backend> nccl)
     : name_(std::move(name)), timeout_(options.timeout.value_or(state.timeout())) {
   const EnvConfig env = EnvConfig::from_environment();
@@ -144,15 +145,15 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   const detail::BlockingCallWatchdog watchdog("creating process group '" + name_ +
                                                   "' (MPI_Comm_dup, MPI_Comm_split, the node's shared memory)",
                                               timeout_);
-  control_ = std::make_unique<Control>(comm, timeout_);
+  control_ = std::make_unique<Control>(comm.get(), timeout_);
   rank_ = control_->deadline.rank();
   size_ = control_->deadline.size();
-  mpi_ = std::make_unique<detail::MpiBackend>(comm, name_, detail::TimeoutPolicy{timeout_, options.abort_on_timeout},
-                                              shared);
+  mpi_ = std::make_unique<detail::MpiBackend>(comm.get(), name_,
+                                              detail::TimeoutPolicy{timeout_, options.abort_on_timeout}, shared);
   nccl_ = std::move(nccl);
 }
 
-ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options)
+ProcessGroup::ProcessGroup(const State& state, CommHandle comm, std::string name, ProcessGroupOptions options)
     : ProcessGroup(state, comm, std::move(name), options, nullptr) {
 #if ACCELERATE_HAVE_NCCL
   // Eagerly and collectively: a communicator created inside the first
@@ -160,10 +161,10 @@ ProcessGroup::ProcessGroup(const State& state, MPI_Comm comm, std::string name, 
   if (state.device().is_cuda()) {
     // Ranks sharing a GPU: NCCL would refuse the communicator. The group
     // still carries CPU tensors; CUDA tensors get the reason (backend_for).
-    if (auto shared = detail::find_shared_gpus(comm, state.device().index(), timeout_)) {
+    if (auto shared = detail::find_shared_gpus(comm.get(), state.device().index(), timeout_)) {
       no_nccl_reason_ = std::move(*shared);
     } else {
-      nccl_ = detail::make_nccl_backend(comm, state.device().index(), name_,
+      nccl_ = detail::make_nccl_backend(comm.get(), state.device().index(), name_,
                                         detail::TimeoutPolicy{timeout_, options.abort_on_timeout});
     }
   }
@@ -177,7 +178,7 @@ ProcessGroup::~ProcessGroup() {
   control_.reset();
 }
 
-MPI_Comm ProcessGroup::control_comm() const noexcept { return control_->owned.get(); }
+CommHandle ProcessGroup::control_handle() const noexcept { return control_->owned.get(); }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::world(const State& state, ProcessGroupOptions options) {
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(state, state.world_comm(), "world", options));

@@ -1,5 +1,7 @@
 #include "accelerate/data/data_loader.hpp"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <string>
 
@@ -12,9 +14,19 @@ namespace accelerate {
 
 namespace detail {
 
-NextBatchRange::NextBatchRange() : range_(at::RecordScope::USER_SCOPE) {
-  if (range_.isActive()) range_.before("accelerate::data_loader_next");
+NextBatchRange::NextBatchRange() {
+  // No callback registered (no profiler runs): the range would record
+  // nothing, so it is not built.
+  if (!at::hasCallbacks()) return;
+  range_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (range_->isActive()) {
+    range_->before("accelerate::data_loader_next");
+  } else {
+    range_.reset();
+  }
 }
+
+NextBatchRange::~NextBatchRange() = default;
 
 }  // namespace detail
 

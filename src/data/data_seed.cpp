@@ -6,6 +6,7 @@
 
 #include "accelerate/error.hpp"
 #include "accelerate/random/seed.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "detail/deadline_comm.hpp"
 
 namespace accelerate::detail {

@@ -14,6 +14,7 @@
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/host.hpp"
 #include "accelerate/runtime/launcher.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "detail/deadline_comm.hpp"
 #include "runtime/device_probe.hpp"

@@ -8,6 +8,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/env_config.hpp"
 #include "accelerate/runtime/host.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "detail/arrival_board.hpp"
 #include "detail/blocking_call_watchdog.hpp"
 #include "detail/deadline_comm.hpp"
@@ -38,9 +39,9 @@ ThreadLevel from_mpi(int level) {
 }
 
 // Frees `comm` under the rule for abandoned communicators (unique_comm.hpp).
-void free_comm(MPI_Comm& comm) noexcept {
-  const detail::UniqueComm owner(comm);
-  comm = MPI_COMM_NULL;
+void free_comm(CommHandle& comm) noexcept {
+  const detail::UniqueComm owner(comm.get());
+  comm = CommHandle::null();
 }
 
 // The error prefix before MPI can say which rank this is: the launcher's
@@ -171,7 +172,7 @@ State::State(StateOptions options) : uncaught_at_start_(std::uncaught_exceptions
     agree_on_launcher(options.comm, world_rank, world_size);
     discover_layout(options.comm, emulated_ranks_per_node_);
     // A communicator for abort_all's reports alone (runtime/error_report.hpp).
-    detail::open_error_report(this, world_);
+    detail::open_error_report(this, world_.get());
     choose_device(cpu);
   } catch (...) {
     release(/*finalize=*/true);  // the ranks agreed on the failure, or its own MPI error ended this rank alone
@@ -210,7 +211,7 @@ void State::release(bool finalize) noexcept {
   }
 }
 
-void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
+void State::agree_on_launcher(CommHandle comm, int world_rank, int world_size) {
   // A disagreement may be seen by some ranks only (a stale rank variable):
   // agree on the verdict first, so no rank walks on into a collective that
   // the failing ones will never join.
@@ -222,7 +223,7 @@ void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
   }
   int local_failed = failure.empty() ? 0 : 1;
   int any_failed = 0;
-  ACCELERATE_MPI_CHECK(MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, comm));
+  ACCELERATE_MPI_CHECK(MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, comm.get()));
   if (!failure.empty()) throw LaunchError(failure);
   if (any_failed != 0) {
     throw LaunchError(
@@ -231,26 +232,32 @@ void State::agree_on_launcher(MPI_Comm comm, int world_rank, int world_size) {
   }
 }
 
-void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, &world_));
+void State::discover_layout(CommHandle comm, int emulated_ranks_per_node) {
+  // Each communicator is stored as soon as it exists, so that release() frees
+  // it if a later step fails.
+  MPI_Comm world = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm.get(), &world));
+  world_ = world;
   // Errors on the library's communicators come back as codes, so they can
   // be reported with context instead of aborting inside MPI.
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(world_, &size_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(world, &rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(world, &size_));
 
+  MPI_Comm node = MPI_COMM_NULL;
   detail::UniqueComm host_comm;
-  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, host_comm.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, host_comm.out()));
   if (emulated_ranks_per_node > 0) {
     int host_rank = 0;
     ACCELERATE_MPI_CHECK(MPI_Comm_rank(host_comm.get(), &host_rank));
-    ACCELERATE_MPI_CHECK(MPI_Comm_split(host_comm.get(), host_rank / emulated_ranks_per_node, rank_, &node_));
+    ACCELERATE_MPI_CHECK(MPI_Comm_split(host_comm.get(), host_rank / emulated_ranks_per_node, rank_, &node));
   } else {
-    node_ = host_comm.release();
+    node = host_comm.release();
   }
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
-  ACCELERATE_MPI_CHECK(MPI_Comm_rank(node_, &local_rank_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_size(node_, &local_size_));
+  node_ = node;
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN));
+  ACCELERATE_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+  ACCELERATE_MPI_CHECK(MPI_Comm_size(node, &local_size_));
 
   // Number the nodes by their local main process's rank: the local mains
   // form a communicator whose rank is the node index, which each local main
@@ -258,21 +265,23 @@ void State::discover_layout(MPI_Comm comm, int emulated_ranks_per_node) {
   std::array<int, 2> node_info{0, 1};
   {
     detail::UniqueComm leaders;
-    ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, leaders.out()));
+    ACCELERATE_MPI_CHECK(MPI_Comm_split(world, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, leaders.out()));
     if (leaders) {
       ACCELERATE_MPI_CHECK(MPI_Comm_rank(leaders.get(), &node_info[0]));
       ACCELERATE_MPI_CHECK(MPI_Comm_size(leaders.get(), &node_info[1]));
     }
   }
-  ACCELERATE_MPI_CHECK(MPI_Bcast(node_info.data(), 2, MPI_INT, 0, node_));
+  ACCELERATE_MPI_CHECK(MPI_Bcast(node_info.data(), 2, MPI_INT, 0, node));
   node_index_ = node_info[0];
   num_nodes_ = node_info[1];
 
-  ACCELERATE_MPI_CHECK(MPI_Comm_split(world_, local_rank_, node_index_, &cross_node_));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(cross_node_, MPI_ERRORS_RETURN));
-  boards_[0] = detail::ArrivalBoard::attach(world_);
-  boards_[1] = detail::ArrivalBoard::attach(node_);
-  boards_[2] = detail::ArrivalBoard::attach(cross_node_);
+  MPI_Comm cross_node = MPI_COMM_NULL;
+  ACCELERATE_MPI_CHECK(MPI_Comm_split(world, local_rank_, node_index_, &cross_node));
+  cross_node_ = cross_node;
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(cross_node, MPI_ERRORS_RETURN));
+  boards_[0] = detail::ArrivalBoard::attach(world);
+  boards_[1] = detail::ArrivalBoard::attach(node);
+  boards_[2] = detail::ArrivalBoard::attach(cross_node);
 }
 
 void State::choose_device(bool force_cpu) {
@@ -290,8 +299,8 @@ void State::choose_device(bool force_cpu) {
   }
 }
 
-void State::barrier(MPI_Comm comm, const std::string& what) const {
-  detail::DeadlineComm(comm, timeout_).barrier(what);
+void State::barrier(CommHandle comm, const std::string& what) const {
+  detail::DeadlineComm(comm.get(), timeout_).barrier(what);
 }
 
 void State::wait_for_everyone() const { barrier(world_, "wait_for_everyone (barrier over all processes)"); }

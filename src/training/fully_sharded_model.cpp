@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>

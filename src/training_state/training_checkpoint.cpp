@@ -22,6 +22,7 @@
 #include "accelerate/checkpoint/constants.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/random/rng_state.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/progress.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training_state/module_state.hpp"

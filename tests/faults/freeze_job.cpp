@@ -19,12 +19,14 @@
 // usage: freeze_job <moment> <victim rank> <work dir>
 // The victim's freeze moment goes to <work dir>/frozen_at (Unix ms).
 #include <accelerate/accelerate.hpp>
+#include <accelerate/runtime/mpi_comm.hpp>
 #if ACCELERATE_HAVE_HDF5
 #include <accelerate/checkpoint/checkpoint_writer.hpp>
 #endif
 
 #include <execinfo.h>
 #include <mpi.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <atomic>

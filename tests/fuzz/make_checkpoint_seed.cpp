@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 
 namespace {
 

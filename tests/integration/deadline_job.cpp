@@ -9,6 +9,7 @@
 #include <accelerate/comm/process_group.hpp>
 #include <accelerate/data/data_seed.hpp>
 #include <accelerate/random/rng_state.hpp>
+#include <accelerate/runtime/mpi_comm.hpp>
 #include <accelerate/runtime/process_control.hpp>
 #include <accelerate/training/find_executable_batch_size.hpp>
 #if ACCELERATE_HAVE_HDF5

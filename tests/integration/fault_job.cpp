@@ -14,6 +14,7 @@
 #include <accelerate/accelerate.hpp>
 #include <accelerate/comm/process_group.hpp>
 #include <accelerate/data/data_loader_dispatcher.hpp>
+#include <accelerate/runtime/mpi_comm.hpp>
 #include <accelerate/runtime/process_control.hpp>
 #if ACCELERATE_HAVE_HDF5
 #include <accelerate/checkpoint/checkpoint_directory.hpp>

@@ -28,6 +28,7 @@
 #include "accelerate/error.hpp"
 #include "accelerate/modeling/empty_weights.hpp"
 #include "accelerate/modeling/load_checkpoint.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "accelerate/training/fully_sharded_data_parallel_plugin.hpp"

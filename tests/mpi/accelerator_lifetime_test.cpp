@@ -11,6 +11,7 @@
 
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"

@@ -17,6 +17,7 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training_state/project_configuration.hpp"
 #include "common/test_helpers.hpp"

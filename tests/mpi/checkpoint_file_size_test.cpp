@@ -12,6 +12,7 @@
 #include <string>
 
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"

@@ -16,6 +16,7 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/constants.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/collective.hpp"
 #include "common/test_helpers.hpp"
 

@@ -14,6 +14,7 @@
 
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/logging.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/process_control.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/runtime/state.hpp"

@@ -14,6 +14,7 @@
 #include "accelerate/config.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/environment.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one

@@ -19,6 +19,7 @@
 #include "accelerate/checkpoint/save_load.hpp"
 #include "accelerate/error.hpp"
 #include "accelerate/runtime/device_memory.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one

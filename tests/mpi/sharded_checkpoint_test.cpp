@@ -19,6 +19,7 @@
 #include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/comm/process_group.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "accelerate/training/sharded_optimizer.hpp"
 #include "common/odd_sized_net.hpp"

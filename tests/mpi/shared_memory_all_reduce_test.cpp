@@ -20,6 +20,7 @@
 
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "comm/mpi/shared_memory_all_reduce.hpp"
 #include "common/mapped_file.hpp"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "accelerate/runtime/host.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/state.hpp"
 #include "runtime/numa_affinity_cache.hpp"

@@ -14,9 +14,10 @@
 // is moved aside first; a crash in that window leaves both as hidden
 // siblings, and recover_interrupted_commit() (run by load_state) restores
 // the name.
+//
+// The communicators of the options are CommHandles (runtime/comm_handle.hpp):
+// set them from an MPI_Comm where accelerate/runtime/mpi_comm.hpp is included.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <chrono>
@@ -24,6 +25,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "accelerate/runtime/comm_handle.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -78,11 +81,11 @@ std::vector<std::filesystem::path> rotate_checkpoints(const std::filesystem::pat
 std::string state_file_name(bool save_on_each_node, int node);
 
 struct StagingOptions {
-  /// All ranks of the job (success is agreed over it).
-  MPI_Comm world = MPI_COMM_WORLD;
+  /// All ranks of the job (success is agreed over it). Default MPI_COMM_WORLD.
+  CommHandle world;
   /// The ranks writing one file together: the world, or the node's ranks
-  /// with save_on_each_node. Its rank 0 manages the directory.
-  MPI_Comm file_comm = MPI_COMM_WORLD;
+  /// with save_on_each_node. Its rank 0 manages the directory. Default MPI_COMM_WORLD.
+  CommHandle file_comm;
   bool save_on_each_node = false;
   int node_index = 0;
   int num_nodes = 1;

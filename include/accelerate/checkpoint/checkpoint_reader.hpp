@@ -14,9 +14,10 @@
 // per_rank_source_row(). Every read is verified against the dataset's
 // CRC-32C; a mismatch throws Hdf5Error naming the file and the dataset, on
 // every rank.
+//
+// The communicators of the options are CommHandles (runtime/comm_handle.hpp):
+// set them from an MPI_Comm where accelerate/runtime/mpi_comm.hpp is included.
 #pragma once
-
-#include <mpi.h>
 
 #include <chrono>
 #include <cstddef>
@@ -33,6 +34,7 @@
 #include "accelerate/checkpoint/attribute_value.hpp"
 #include "accelerate/checkpoint/key_report.hpp"
 #include "accelerate/checkpoint/tensor_piece.hpp"
+#include "accelerate/runtime/comm_handle.hpp"
 
 namespace accelerate::checkpoint {
 
@@ -44,7 +46,8 @@ enum class ShareSpread {
 };
 
 struct ReaderOptions {
-  MPI_Comm comm = MPI_COMM_WORLD;
+  /// The ranks reading this file. Default MPI_COMM_WORLD.
+  CommHandle comm;
   std::filesystem::path file;
   /// Across hosts (Broadcast), reads (a tensor, or a load_into() batch)
   /// smaller than this are done whole by every rank (no broadcast); larger

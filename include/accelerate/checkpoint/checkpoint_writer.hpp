@@ -16,9 +16,10 @@
 // Names are paths relative to the root ("group/sub/name"); missing groups are
 // created. Each dataset carries a `dtype` and a `crc32c` attribute (see
 // docs/checkpoint-format.md).
+//
+// The communicators of the options are CommHandles (runtime/comm_handle.hpp):
+// set them from an MPI_Comm where accelerate/runtime/mpi_comm.hpp is included.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,13 +34,14 @@
 
 #include "accelerate/checkpoint/attribute_value.hpp"
 #include "accelerate/checkpoint/tensor_piece.hpp"
+#include "accelerate/runtime/comm_handle.hpp"
 
 namespace accelerate::checkpoint {
 
 struct WriterOptions {
   /// The ranks writing this file (the world, or a node's ranks with
-  /// save_on_each_node). Not freed by the writer.
-  MPI_Comm comm = MPI_COMM_WORLD;
+  /// save_on_each_node). Not freed by the writer. Default MPI_COMM_WORLD.
+  CommHandle comm;
   std::filesystem::path file;
   /// Recorded in the root attributes.
   int num_nodes = 1;

@@ -16,11 +16,12 @@
 // timeout); on expiry the ranks that never arrived are named and the job is
 // aborted. With ACCELERATE_DEBUG_MODE=1 each collective first compares the
 // ranks' shapes and dtypes and raises CollectiveMismatch on every rank.
+//
+// control_comm() returns an MPI_Comm: it needs accelerate/runtime/mpi_comm.hpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
-#include <mpi.h>
 
 #include <chrono>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "accelerate/comm/backend.hpp"
 #include "accelerate/comm/types.hpp"
 #include "accelerate/comm/work.hpp"
+#include "accelerate/runtime/comm_handle.hpp"
 #include "accelerate/runtime/lifetime.hpp"
 #include "accelerate/runtime/state.hpp"
 
@@ -151,16 +153,21 @@ class ProcessGroup {
   /// The objects of all ranks, in rank order, everywhere.
   std::vector<c10::IValue> all_gather_object(const c10::IValue& object);
 
-  /// The MPI communicator of the group's control traffic (objects, checks).
-  [[nodiscard]] MPI_Comm control_comm() const noexcept;
+  /// The MPI communicator of the group's control traffic (objects, checks),
+  /// as MPI_Comm (needs accelerate/runtime/mpi_comm.hpp).
+  template <class Mpi = detail::MpiComm>
+  [[nodiscard]] typename Mpi::Comm control_comm() const noexcept {
+    return control_handle().get<Mpi>();
+  }
   /// Ends with this group: models prepared on it stop with an Error after it is gone.
   [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
 
  private:
-  ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options);
+  ProcessGroup(const State& state, CommHandle comm, std::string name, ProcessGroupOptions options);
   /// Adopts `nccl` (possibly nullptr) instead of creating the NCCL backend.
-  ProcessGroup(const State& state, MPI_Comm comm, std::string name, ProcessGroupOptions options,
+  ProcessGroup(const State& state, CommHandle comm, std::string name, ProcessGroupOptions options,
                std::unique_ptr<Backend> nccl);
+  [[nodiscard]] CommHandle control_handle() const noexcept;
   void verify(const char* operation, const at::Tensor* tensor, int root, detail::ShapeRule rule);
 
   std::string name_;

@@ -20,8 +20,6 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
-#include <torch/types.h>
-#include <torch/data/example.h>
 
 #include <concepts>
 #include <cstdint>
@@ -33,6 +31,7 @@
 #include <vector>
 
 #include "accelerate/comm/process_group.hpp"
+#include "accelerate/data/example_fwd.hpp"
 #include "accelerate/runtime/state.hpp"
 
 namespace accelerate {
@@ -49,12 +48,12 @@ struct ScatterPayload {
 };
 
 // A batch flattened into its payload, and back; one pair per structure.
-ScatterPayload to_payload(torch::data::Example<> batch);
+ScatterPayload to_payload(TensorExample batch);
 ScatterPayload to_payload(at::Tensor batch);
 ScatterPayload to_payload(std::map<std::string, at::Tensor> batch);
 ScatterPayload to_payload(c10::Dict<std::string, at::Tensor> batch);
 ScatterPayload to_payload(c10::IValue batch);
-void from_payload(ScatterPayload payload, torch::data::Example<>& batch);
+void from_payload(ScatterPayload payload, TensorExample& batch);
 void from_payload(ScatterPayload payload, at::Tensor& batch);
 void from_payload(ScatterPayload payload, std::map<std::string, at::Tensor>& batch);
 void from_payload(ScatterPayload payload, c10::Dict<std::string, at::Tensor>& batch);

@@ -19,8 +19,7 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
-#include <torch/types.h>
-#include <torch/data/example.h>
+#include <c10/core/Device.h>
 
 #include <cstddef>
 #include <map>
@@ -30,6 +29,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "accelerate/data/example_fwd.hpp"
 
 namespace accelerate {
 namespace detail {
@@ -41,7 +42,7 @@ namespace detail {
 // sample being collated ("" for the whole sample, "data", "['image']",
 // "element 1"), for the error that names the first sample that differs.
 at::Tensor collate_field(std::vector<at::Tensor>& samples, const std::string& field);
-torch::data::Example<> collate_field(std::vector<torch::data::Example<>>& samples, const std::string& field);
+TensorExample collate_field(std::vector<TensorExample>& samples, const std::string& field);
 std::map<std::string, at::Tensor> collate_field(std::vector<std::map<std::string, at::Tensor>>& samples,
                                                 const std::string& field);
 c10::Dict<std::string, at::Tensor> collate_field(std::vector<c10::Dict<std::string, at::Tensor>>& samples,
@@ -100,20 +101,20 @@ namespace detail {
 /// Stacks the data and the targets of the examples along a new first
 /// dimension. Throws ConfigError naming the first example whose shape or
 /// dtype differs from the first one's.
-torch::data::Example<> stack_examples(std::vector<torch::data::Example<>>& examples);
+TensorExample stack_examples(std::vector<TensorExample>& examples);
 
 /// Where and how a batch's tensors go: for a CUDA device, pin_memory first
 /// moves host tensors into page-locked memory and non_blocking lets the copy
 /// overlap the host.
 struct BatchPlacement {
-  torch::Device device;
+  c10::Device device;
   bool non_blocking = false;
   bool pin_memory = false;
 };
 
 // The batch on the placement's device, for each collated structure.
 at::Tensor place_on(at::Tensor tensor, const BatchPlacement& where);
-torch::data::Example<> place_on(torch::data::Example<> batch, const BatchPlacement& where);
+TensorExample place_on(TensorExample batch, const BatchPlacement& where);
 std::map<std::string, at::Tensor> place_on(std::map<std::string, at::Tensor> batch, const BatchPlacement& where);
 c10::Dict<std::string, at::Tensor> place_on(c10::Dict<std::string, at::Tensor> batch, const BatchPlacement& where);
 c10::IValue place_on(c10::IValue batch, const BatchPlacement& where);
@@ -150,7 +151,7 @@ std::pair<First, Second> place_on(std::pair<First, Second> batch, const BatchPla
 
 /// The batch on `device` (see BatchPlacement); on the CPU it is returned as it is.
 template <class Batch>
-Batch place_batch(Batch batch, const torch::Device& device, bool non_blocking, bool pin_memory) {
+Batch place_batch(Batch batch, const c10::Device& device, bool non_blocking, bool pin_memory) {
   if (device.is_cpu()) return batch;
   return place_on(std::move(batch), BatchPlacement{device, non_blocking, pin_memory});
 }

@@ -12,9 +12,6 @@
 // One pass at a time: begin() abandons the previous pass and its iterators.
 #pragma once
 
-#include <ATen/record_function.h>
-#include <torch/data/example.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -24,8 +21,13 @@
 #include <vector>
 
 #include "accelerate/data/batch_sampler_shard.hpp"
+#include "accelerate/data/example_fwd.hpp"
 #include "accelerate/data/loader_state.hpp"
 #include "accelerate/runtime/lifetime.hpp"
+
+namespace at {
+struct RecordFunction;
+}  // namespace at
 
 namespace accelerate {
 
@@ -35,16 +37,17 @@ namespace detail {
 class RngSynchronizer;
 
 /// The span of one next-batch call in profiler traces
-/// ("accelerate::data_loader_next"); records nothing when no profiler runs.
+/// ("accelerate::data_loader_next"); records nothing, and allocates
+/// nothing, when no profiler runs.
 class NextBatchRange {
  public:
   NextBatchRange();
   NextBatchRange(const NextBatchRange&) = delete;
   NextBatchRange& operator=(const NextBatchRange&) = delete;
-  ~NextBatchRange() = default;
+  ~NextBatchRange();
 
  private:
-  at::RecordFunction range_;
+  std::unique_ptr<at::RecordFunction> range_;  // null unless a profiler records the range
 };
 }  // namespace detail
 
@@ -220,6 +223,6 @@ class BasicDataLoader<B>::iterator {
 
 /// The loader of data/target examples, the batches of LibTorch's own
 /// datasets (torch::data::Example<>).
-using DataLoader = BasicDataLoader<torch::data::Example<>>;
+using DataLoader = BasicDataLoader<detail::TensorExample>;
 
 }  // namespace accelerate

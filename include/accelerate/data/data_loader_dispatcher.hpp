@@ -22,9 +22,6 @@
 // and examples: docs/data-loading.md, "Dispatching".
 #pragma once
 
-#include <torch/types.h>
-#include <torch/data/example.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -183,7 +180,7 @@ class DataLoaderDispatcher final : public BasicDataLoader<LoadedBatchOf<Dataset,
   [[nodiscard]] std::uint64_t seed() const noexcept { return position_.seed; }
   [[nodiscard]] const DataLoaderOptions& options() const noexcept { return options_; }
   [[nodiscard]] const DataLoaderConfiguration& configuration() const noexcept { return config_; }
-  [[nodiscard]] const torch::Device& device() const noexcept { return device_; }
+  [[nodiscard]] const c10::Device& device() const noexcept { return device_; }
   /// Samples the main process has sent to the others (its own slice stays local).
   [[nodiscard]] std::int64_t samples_sent() const noexcept { return scatter_->rows_sent(); }
   [[nodiscard]] std::int64_t bytes_sent() const noexcept { return scatter_->bytes_sent(); }
@@ -332,7 +329,7 @@ class DataLoaderDispatcher final : public BasicDataLoader<LoadedBatchOf<Dataset,
 
   DataLoaderOptions options_;
   DataLoaderConfiguration config_;
-  torch::Device device_;
+  c10::Device device_;
   std::shared_ptr<const Collate> collate_;  // shared with the workers' load function
   int processes_ = 1;
   std::shared_ptr<Dataset> dataset_;  // main process only

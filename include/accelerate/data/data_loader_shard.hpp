@@ -22,9 +22,6 @@
 // Header-only: the loader is a template over the dataset and collate types.
 #pragma once
 
-#include <torch/types.h>
-#include <torch/data/example.h>
-
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -73,9 +70,10 @@ template <MapStyleDataset D>
 using SampleOf = std::remove_cvref_t<decltype(std::declval<D&>().get(std::size_t{}))>;
 
 /// A map-style dataset of data/target examples (torch::data::Example<>),
-/// the samples the dispatcher scatters.
+/// the samples the dispatcher scatters. Checking it needs LibTorch's
+/// definition of Example (<torch/data/example.h>; data/example_fwd.hpp).
 template <class D>
-concept ExampleDataset = MapStyleDataset<D> && std::convertible_to<SampleOf<D>, torch::data::Example<>>;
+concept ExampleDataset = MapStyleDataset<D> && std::convertible_to<SampleOf<D>, detail::TensorExample>;
 
 /// A collate function for the samples of `D`: a callable from
 /// std::vector<sample> to a batch.
@@ -145,7 +143,7 @@ class DataLoaderShard final : public BasicDataLoader<CollatedBatch<Dataset, Coll
   [[nodiscard]] std::uint64_t seed() const noexcept { return position_.seed; }
   [[nodiscard]] const DataLoaderOptions& options() const noexcept { return options_; }
   [[nodiscard]] const DataLoaderConfiguration& configuration() const noexcept { return config_; }
-  [[nodiscard]] const torch::Device& device() const noexcept { return device_; }
+  [[nodiscard]] const c10::Device& device() const noexcept { return device_; }
   [[nodiscard]] Dataset& dataset() noexcept { return *dataset_; }
 
  private:
@@ -309,7 +307,7 @@ class DataLoaderShard final : public BasicDataLoader<CollatedBatch<Dataset, Coll
 
   DataLoaderOptions options_;
   DataLoaderConfiguration config_;
-  torch::Device device_;
+  c10::Device device_;
   BatchSamplerShardOptions sharding_;
   std::shared_ptr<const Collate> collate_;  // shared with the workers' load function
   std::shared_ptr<Dataset> dataset_;

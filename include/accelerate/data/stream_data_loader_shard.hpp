@@ -9,9 +9,6 @@
 // (PaddingCollate for token sequences) makes any other batch.
 #pragma once
 
-#include <torch/types.h>
-#include <torch/data/example.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -186,7 +183,7 @@ class StreamDataLoaderShard final : public BasicDataLoader<StreamBatchOf<Dataset
   Collate collate_;
   DataLoaderOptions options_;
   DataLoaderConfiguration config_;
-  torch::Device device_;
+  c10::Device device_;
   IterableDatasetShardOptions sharding_;
   std::int64_t remainder_ = -1;
   std::int64_t passes_started_ = 0;

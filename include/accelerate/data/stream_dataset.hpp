@@ -2,8 +2,6 @@
 // datasets): datasets read in order, in chunks, without indices or a length.
 #pragma once
 
-#include <torch/data/example.h>
-
 #include <concepts>
 #include <cstddef>
 #include <string>

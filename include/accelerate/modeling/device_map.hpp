@@ -15,7 +15,7 @@
 // types, so the model may be anywhere (on the meta device too).
 #pragma once
 
-#include <torch/nn/module.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +24,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

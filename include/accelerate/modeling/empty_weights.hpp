@@ -10,8 +10,6 @@
 //   accelerate::load_checkpoint_in_model(*model, "exported/", {.device_map = map, ...});
 #pragma once
 
-#include <torch/nn/module.h>
-
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +17,10 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

@@ -11,13 +11,16 @@
 #pragma once
 
 #include <c10/core/ScalarType.h>
-#include <torch/nn/module.h>
 
 #include <filesystem>
 #include <optional>
 
 #include "accelerate/checkpoint/key_report.hpp"
 #include "accelerate/modeling/device_map.hpp"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

@@ -14,7 +14,7 @@
 // what it occupies, where Accelerate counts an eighth.
 #pragma once
 
-#include <torch/nn/module.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <map>
@@ -23,6 +23,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

@@ -7,10 +7,14 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
-#include <torch/nn/module.h>
+#include <c10/core/ScalarType.h>
 
 #include <optional>
 #include <string>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

@@ -11,13 +11,17 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <torch/nn/module.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accelerate {
 

@@ -19,15 +19,18 @@
 // aborts the job instead, accelerate::abort_all).
 // State is neither copyable nor movable; hold one for the program's life
 // (Accelerator does) or pass it by reference.
+//
+// The accessors that return an MPI_Comm need accelerate/runtime/mpi_comm.hpp,
+// which includes <mpi.h>; this header does not (runtime/comm_handle.hpp).
 #pragma once
-
-#include <mpi.h>
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "accelerate/runtime/comm_handle.hpp"
 #include "accelerate/runtime/device_id.hpp"
 #include "accelerate/runtime/distributed_type.hpp"
 #include "accelerate/runtime/launcher.hpp"
@@ -61,8 +64,10 @@ struct StateOptions {
   /// ACCELERATE_MPI_THREAD_LEVEL; default FUNNELED.
   std::optional<ThreadLevel> thread_level;
   /// The communicator to run on (duplicated, never freed by State). Lets a
-  /// coupled application give Accelerate-HPC a sub-communicator.
-  MPI_Comm comm = MPI_COMM_WORLD;
+  /// coupled application give Accelerate-HPC a sub-communicator: an MPI_Comm
+  /// converts to it where accelerate/runtime/mpi_comm.hpp is included.
+  /// Default MPI_COMM_WORLD.
+  CommHandle comm;
   /// Timeout for barriers and other blocking collectives State runs.
   /// ACCELERATE_TIMEOUT; default 1800 s.
   std::optional<std::chrono::seconds> timeout;
@@ -104,9 +109,21 @@ class State {
   [[nodiscard]] const std::string& host() const noexcept { return host_; }
 
   // --- MPI ----------------------------------------------------------------
-  [[nodiscard]] MPI_Comm world_comm() const noexcept { return world_; }
-  [[nodiscard]] MPI_Comm node_comm() const noexcept { return node_; }
-  [[nodiscard]] MPI_Comm cross_node_comm() const noexcept { return cross_node_; }
+  // The communicators, as MPI_Comm: these three need
+  // accelerate/runtime/mpi_comm.hpp (the default template argument is
+  // complete only there; see runtime/comm_handle.hpp).
+  template <class Mpi = detail::MpiComm>
+  [[nodiscard]] typename Mpi::Comm world_comm() const noexcept {
+    return world_.get<Mpi>();
+  }
+  template <class Mpi = detail::MpiComm>
+  [[nodiscard]] typename Mpi::Comm node_comm() const noexcept {
+    return node_.get<Mpi>();
+  }
+  template <class Mpi = detail::MpiComm>
+  [[nodiscard]] typename Mpi::Comm cross_node_comm() const noexcept {
+    return cross_node_.get<Mpi>();
+  }
   [[nodiscard]] bool owns_mpi() const noexcept { return owns_mpi_; }
   [[nodiscard]] ThreadLevel thread_level_provided() const noexcept { return thread_provided_; }
   [[nodiscard]] const LauncherInfo& launcher() const noexcept { return launcher_; }
@@ -137,21 +154,21 @@ class State {
   [[nodiscard]] const Lifetime& lifetime() const noexcept { return lifetime_; }
 
  private:
-  void agree_on_launcher(MPI_Comm comm, int world_rank, int world_size);
-  void discover_layout(MPI_Comm comm, int emulated_ranks_per_node);
+  void agree_on_launcher(CommHandle comm, int world_rank, int world_size);
+  void discover_layout(CommHandle comm, int emulated_ranks_per_node);
   void choose_device(bool force_cpu);
   /// Frees the communicators; finalises MPI if State owns it and `finalize`.
   void release(bool finalize) noexcept;
-  void barrier(MPI_Comm comm, const std::string& what) const;
+  void barrier(CommHandle comm, const std::string& what) const;
 
   bool owns_mpi_ = false;
   // Exceptions in flight when State was built: more at its destruction means
   // it is destroyed by one (an error path, which must not finalise).
   int uncaught_at_start_ = 0;
   ThreadLevel thread_provided_ = ThreadLevel::Single;
-  MPI_Comm world_ = MPI_COMM_NULL;
-  MPI_Comm node_ = MPI_COMM_NULL;
-  MPI_Comm cross_node_ = MPI_COMM_NULL;
+  CommHandle world_ = CommHandle::null();
+  CommHandle node_ = CommHandle::null();
+  CommHandle cross_node_ = CommHandle::null();
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

@@ -22,8 +22,6 @@
 #pragma once
 
 #include <c10/core/Device.h>
-#include <torch/nn/module.h>
-#include <torch/nn/pimpl.h>
 
 #include <atomic>
 #include <concepts>
@@ -58,6 +56,11 @@
 #include "accelerate/training/prepared_model.hpp"
 #include "accelerate/training_state/training_checkpoint.hpp"
 
+namespace torch::nn {
+class Module;
+template <typename Contained>
+class ModuleHolder;
+}  // namespace torch::nn
 namespace torch::optim {
 class Optimizer;
 class LRScheduler;

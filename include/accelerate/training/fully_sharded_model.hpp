@@ -54,7 +54,7 @@
 // Collective: every rank calls forward() and backward together.
 #pragma once
 
-#include <torch/nn/modules/container/sequential.h>
+#include <ATen/core/Tensor.h>
 #include <torch/ordered_dict.h>
 
 #include <cstdint>
@@ -69,9 +69,14 @@
 #include "accelerate/comm/process_group.hpp"
 #include "accelerate/training/unit_policy.hpp"
 
+namespace torch::nn {
+class Module;
+class Sequential;
+class SequentialImpl;
+}  // namespace torch::nn
 namespace torch::optim {
 class Optimizer;
-}
+}  // namespace torch::optim
 
 namespace accelerate {
 
