@@ -25,6 +25,8 @@ same_at_two_ranks+="|distributed_model_test|power_sgd_test|accelerator_lifetime_
 same_at_two_ranks+="|profiler_test|local_sgd_test|checkpoint_progress_test|accelerator_fp16_test|fully_sharded_test"
 same_at_two_ranks+="|fully_sharded_transformer_test|amp_mpi_test|random_mpi_test|kokkos_collectives_test"
 same_at_two_ranks+="|checkpoint_file_size_test|affinity_bind_mpi_test|env_command|kokkos_coupling"
+# The longest test of the suite; its 2-rank copy kills and freezes the same job under MPICH.
+same_at_two_ranks+="|fault_campaign"
 
 variant_args() {
   case "$1" in
