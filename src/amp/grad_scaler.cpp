@@ -46,8 +46,8 @@ std::vector<at::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) 
 const void* key_of(const at::Tensor& parameter) { return parameter.unsafeGetTensorImpl(); }
 
 // `grads` with every run of gradients that lie back to back in one storage
-// (DDP's buckets, the flat buffers of FlatParameters and the fused
-// optimizers, ZeRO's shards) replaced by one 1-D tensor over the run: the
+// (a flat buffer's, as FlatParameters lays them out) replaced by one 1-D
+// tensor over the run: the
 // check and the division then cost one pass per run, not one per tensor.
 // Gradients that are not contiguous, or only overlap, stay as they are.
 std::vector<at::Tensor> flat_runs(const std::vector<at::Tensor>& grads) {
