@@ -74,6 +74,7 @@
 #include "accelerate/checkpoint/key_report.hpp"
 #include "accelerate/checkpoint/safetensors.hpp"
 #include "accelerate/checkpoint/save_load.hpp"
+#include "accelerate/training_state/async_state_saver.hpp"
 #include "accelerate/training_state/module_state.hpp"
 #include "accelerate/training_state/project_configuration.hpp"
 #include "accelerate/training_state/training_checkpoint.hpp"

@@ -22,6 +22,7 @@
 #include "checkpoint/collective.hpp"
 #include "checkpoint/direct_read.hpp"
 #include "checkpoint/entry_index.hpp"
+#include "checkpoint/hdf5_turn.hpp"
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/parallel_file.hpp"
@@ -104,6 +105,7 @@ struct CheckpointReader::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
+  Hdf5Turn turn;  // first: HDF5 is ours from before the file opens until after it closes
   ReaderOptions options;
   DeadlineComm comm;  // every step the reader takes outside HDF5
   int rank = 0;

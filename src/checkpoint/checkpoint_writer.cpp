@@ -15,6 +15,7 @@
 #include "accelerate/runtime/mpi_comm.hpp"
 #include "checkpoint/attributes.hpp"
 #include "checkpoint/collective.hpp"
+#include "checkpoint/hdf5_turn.hpp"
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/host_tensor.hpp"
 #include "checkpoint/layout.hpp"
@@ -77,6 +78,7 @@ struct CheckpointWriter::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
+  Hdf5Turn turn;  // first: HDF5 is ours from before the file opens until after it closes
   WriterOptions options;
   DeadlineComm comm;  // every step the writer takes outside HDF5
   int rank = 0;

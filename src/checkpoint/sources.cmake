@@ -30,6 +30,7 @@ if(ACCELERATE_HAVE_HDF5)
     ${_checkpoint_dir}/entry_index.cpp
     ${_checkpoint_dir}/hdf5_binding.cpp
     ${_checkpoint_dir}/hdf5_types.cpp
+    ${_checkpoint_dir}/hdf5_turn.cpp
     ${_checkpoint_dir}/layout.cpp
     ${_checkpoint_dir}/parallel_file.cpp
   )

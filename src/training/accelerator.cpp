@@ -19,8 +19,10 @@
 #include "accelerate/runtime/numa_affinity.hpp"
 #include "accelerate/runtime/split_tensor.hpp"
 #include "accelerate/training/fully_sharded_model.hpp"
+#include "accelerate/training_state/async_state_saver.hpp"
 #include "accelerate/training_state/module_state.hpp"
 #include "detail/job_step.hpp"
+#include "detail/mpi_runtime.hpp"
 #include "detail/profile_range.hpp"
 #include "training/gradient_sync_strategy.hpp"
 #include "training/gradient_use_check.hpp"
@@ -37,13 +39,16 @@ ResolvedSettings settings_from(const AcceleratorOptions& options) {
   return resolve_settings(options, environment, file ? &*file : nullptr);
 }
 
-StateOptions state_options(const ResolvedSettings& settings) {
+StateOptions state_options(const ResolvedSettings& settings, const checkpoint::ProjectConfiguration& project) {
   // Every setting explicitly: the State would otherwise read the
   // environment again and skip the configuration file.
   StateOptions state;
   state.cpu = settings.cpu;
   state.timeout = settings.timeout;
-  state.thread_level = settings.mpi_thread_level;
+  // Asynchronous saves write from a thread of their own. MPI started by the
+  // program keeps its level: the constructor then says why it falls short.
+  state.thread_level =
+      project.async_save && !detail::mpi_is_running() ? ThreadLevel::Multiple : settings.mpi_thread_level;
   state.emulated_ranks_per_node = settings.emulated_ranks_per_node;
   state.log_level = settings.log_level;
   return state;
@@ -118,7 +123,7 @@ Accelerator::Accelerator(std::shared_ptr<State> state, AcceleratorOptions option
 Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_ptr<State>& state)
     : options_(std::move(options)),
       settings_(settings_from(options_)),
-      state_(state ? state : std::make_shared<State>(state_options(settings_))),
+      state_(state ? state : std::make_shared<State>(state_options(settings_, options_.project_config))),
       gradient_state_(settings_.accumulation),
       project_(options_.project_config),
       trackers_(options_.log_with, state_->is_main_process()) {
@@ -126,6 +131,14 @@ Accelerator::Accelerator(OnState, AcceleratorOptions options, const std::shared_
   check_init_kwargs(options_.init_kwargs, *state_);
   check_mixed_precision_supported(settings_.mixed_precision, state_->device());
   project_.validate();
+  if (project_.async_save && state_->thread_level_provided() != ThreadLevel::Multiple) {
+    throw ConfigError(
+        "Accelerator: ProjectConfiguration::async_save writes checkpoints from a thread of their own, "
+        "which needs MPI_THREAD_MULTIPLE, but MPI was started at " +
+        std::string(to_string(state_->thread_level_provided())) +
+        " before this Accelerator (by the program or an earlier State). Start it at that level "
+        "(ACCELERATE_MPI_THREAD_LEVEL=multiple, StateOptions::thread_level), or save synchronously.");
+  }
   apply_configured_numa_affinity(*state_, settings_.numa_affinity);
   ProcessGroupOptions group_options;
   group_options.timeout = std::chrono::milliseconds(state_->timeout());
@@ -181,6 +194,7 @@ void Accelerator::init_trackers(const std::string& project_name, const tracking:
 }
 
 void Accelerator::end_training() {
+  (void)wait_for_save();
   trackers_.finish();
   wait_for_everyone();
 }
@@ -430,20 +444,32 @@ checkpoint::TrainingStateRefs Accelerator::checkpoint_refs() {
   return refs;
 }
 
-std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir) {
+std::filesystem::path Accelerator::save_state(const std::optional<std::filesystem::path>& output_dir,
+                                              SaveStateOptions options) {
   ACCELERATE_PROFILE_RANGE("accelerate::save_state");
-  return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(),
-                                         {.step = step_,
-                                          .mixed_precision = std::string(to_string(settings_.mixed_precision))});
+  const checkpoint::CheckpointInfo info{.step = step_,
+                                        .mixed_precision = std::string(to_string(settings_.mixed_precision))};
+  if (options.async_save.value_or(project_.async_save)) {
+    if (!async_saver_) async_saver_ = std::make_unique<checkpoint::AsyncStateSaver>();
+    return async_saver_->save(*state_, project_, output_dir, checkpoint_refs(), info);
+  }
+  (void)wait_for_save();
+  return checkpoint::save_training_state(*state_, project_, output_dir, checkpoint_refs(), info);
+}
+
+std::optional<std::filesystem::path> Accelerator::wait_for_save() {
+  return async_saver_ ? async_saver_->wait() : std::nullopt;
 }
 
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
                                                         bool strict) {
   ACCELERATE_PROFILE_RANGE("accelerate::load_state");
+  (void)wait_for_save();
   return checkpoint::load_training_state(*state_, project_, input_dir, checkpoint_refs(), strict);
 }
 
 std::optional<std::filesystem::path> Accelerator::latest_checkpoint() const {
+  if (async_saver_) (void)async_saver_->wait();  // the save in flight may be the newest
   return checkpoint::find_latest_checkpoint(*state_, project_);
 }
 

@@ -26,6 +26,7 @@
 #include "accelerate/checkpoint/checkpoint_writer.hpp"
 #include "accelerate/checkpoint/shard_layout.hpp"
 #include "accelerate/error.hpp"
+#include "training_state/state_writer.hpp"
 
 namespace accelerate::checkpoint::detail {
 namespace {
@@ -332,7 +333,7 @@ std::uint64_t optimizer_state_bytes(const optim::Optimizer& optimizer, const Sha
   return bytes;
 }
 
-void write_optimizer(CheckpointWriter& writer, std::string_view group, const optim::Optimizer& optimizer,
+void write_optimizer(StateWriter& writer, std::string_view group, const optim::Optimizer& optimizer,
                      const ShardLayout* shards) {
   const Codec& codec = codec_for(optimizer, group);
   const auto& state = optimizer.state();

@@ -22,6 +22,8 @@ struct ShardLayout;
 
 namespace detail {
 
+class StateWriter;
+
 /// Throws ConfigError (same on every rank) for an optimizer type that cannot be saved.
 void check_optimizer_supported(const torch::optim::Optimizer& optimizer, std::string_view group);
 /// Bytes of the per-parameter state tensors write_optimizer() writes (for
@@ -32,7 +34,7 @@ std::uint64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer, co
 /// param group, laid out as described; the state is still written as whole
 /// per-parameter tensors, each rank writing its pieces, so the file is the
 /// same whatever the sharding and the number of ranks.
-void write_optimizer(CheckpointWriter& writer, std::string_view group, const torch::optim::Optimizer& optimizer,
+void write_optimizer(StateWriter& writer, std::string_view group, const torch::optim::Optimizer& optimizer,
                      const ShardLayout* shards = nullptr);
 /// Replaces the optimizer's state and hyper-parameters with the checkpoint's.
 /// With `shards`, each rank reads its shards' pieces of every state tensor,

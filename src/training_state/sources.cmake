@@ -10,6 +10,8 @@ if(ACCELERATE_HAVE_HDF5)
   target_sources(accelerate PRIVATE
     ${_training_state_dir}/optimizer_state.cpp
     ${_training_state_dir}/training_checkpoint.cpp
+    ${_training_state_dir}/state_snapshot.cpp
+    ${_training_state_dir}/async_state_saver.cpp
   )
 else()
   target_sources(accelerate PRIVATE ${_training_state_dir}/without_hdf5.cpp)

@@ -30,6 +30,7 @@
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/deadline_comm.hpp"
 #include "training_state/optimizer_state.hpp"
+#include "training_state/state_save.hpp"
 
 namespace accelerate::checkpoint {
 namespace fs = std::filesystem;
@@ -126,7 +127,7 @@ std::set<std::string> repeated_names(const torch::nn::Module& model) {
 // A model's tensors: whole, or (FULL_SHARD) its sharded parameters in this
 // rank's pieces, into the same whole datasets; of pieces held in several
 // copies, the first copy's ranks write.
-void write_model(CheckpointWriter& writer, const std::string& group, const torch::nn::Module& model,
+void write_model(detail::StateWriter& writer, const std::string& group, const torch::nn::Module& model,
                  const ShardedWeights* weights) {
   const auto pieced = weights != nullptr ? weights_by_name(*weights) : decltype(weights_by_name(*weights)){};
   const bool writes_pieces = weights == nullptr || weights_copy(*weights, writer.size(), group) == 0;
@@ -218,7 +219,7 @@ std::uint64_t entry_bytes(const CheckpointReader& reader) {
   return bytes;
 }
 
-void write_counters(CheckpointWriter& writer, const std::string& group, const CounterState& counters) {
+void write_counters(detail::StateWriter& writer, const std::string& group, const CounterState& counters) {
   writer.set_attribute(group, "kind", std::string("counters"));
   for (const auto& [name, value] : counters.save()) writer.set_attribute(group, name, value);
 }
@@ -236,7 +237,7 @@ void read_counters(CheckpointReader& reader, const std::string& group, const Cou
   counters.load(values);
 }
 
-void write_rng_states(CheckpointWriter& writer) {
+void write_rng_states(detail::StateWriter& writer) {
   const RngStates states = capture_rng_states();
   const std::string group(RNG_STATE_NAME);
   writer.write_per_rank(group + "/torch", states.torch);
@@ -262,12 +263,16 @@ void read_rng_states(CheckpointReader& reader) {
   }
 }
 
-void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
+}  // namespace
+
+namespace detail {
+
+void write_state(StateWriter& writer, const TrainingStateRefs& refs) {
   for (std::size_t i = 0; i < refs.models.size(); ++i) {
     write_model(writer, indexed_group(MODEL_NAME, i), *refs.models[i], weights_of(refs, i));
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], shards_of(refs, i));
+    write_optimizer(writer, indexed_group(OPTIMIZER_NAME, i), *refs.optimizers[i], shards_of(refs, i));
   }
   for (std::size_t i = 0; i < refs.schedulers.size(); ++i) {
     write_counters(writer, indexed_group(SCHEDULER_NAME, i), refs.schedulers[i]);
@@ -295,6 +300,10 @@ void write_state(CheckpointWriter& writer, const TrainingStateRefs& refs) {
   if (refs.loop_counters) write_counters(writer, std::string(kLoopGroup), *refs.loop_counters);
   write_rng_states(writer);
 }
+
+}  // namespace detail
+
+namespace {
 
 std::map<std::string, at::Tensor> read_group(CheckpointReader& reader, const std::string& group) {
   std::map<std::string, at::Tensor> tensors;
@@ -354,71 +363,96 @@ void read_state(CheckpointReader& reader, const TrainingStateRefs& refs, bool st
 
 }  // namespace
 
-fs::path save_training_state(const State& state, ProjectConfiguration& project,
-                             const std::optional<fs::path>& output_dir, const TrainingStateRefs& refs,
-                             CheckpointInfo info) {
+namespace detail {
+
+SavePlan plan_save(const State& state, const ProjectConfiguration& project, const std::optional<fs::path>& output_dir,
+                   const TrainingStateRefs& refs, CheckpointInfo info) {
   // Entry barrier with the job's timeout: calling save_state on the main
   // process only is a common mistake, and must not hang in MPI-IO.
   state.wait_for_everyone(kSaveStateIsCollective);
   project.validate();
-  fs::path directory;
+  SavePlan plan;
   if (project.automatic_checkpoint_naming) {
     if (output_dir) {
       throw ConfigError("save_state: a directory ('" + output_dir->string() +
                         "') was given, but ProjectConfiguration::automatic_checkpoint_naming names the checkpoint "
                         "itself. Call save_state() without a directory, or turn automatic naming off.");
     }
-    directory = automatic_checkpoint_path(project, project.iteration);
+    plan.directory = automatic_checkpoint_path(project, project.iteration);
   } else if (output_dir) {
-    directory = *output_dir;
+    plan.directory = *output_dir;
   } else {
     throw ConfigError(
         "save_state: no directory given. Pass one, or set ProjectConfiguration::project_dir with "
         "automatic_checkpoint_naming = true.");
   }
   for (std::size_t i = 0; i < refs.optimizers.size(); ++i) {
-    detail::check_optimizer_supported(*refs.optimizers[i], indexed_group(OPTIMIZER_NAME, i));
+    check_optimizer_supported(*refs.optimizers[i], indexed_group(OPTIMIZER_NAME, i));
   }
-
   info.iteration = project.iteration;
-  StagedCheckpoint staged(directory, {.world = state.world_comm(),
-                                      .file_comm = file_comm(state, project).get(),
-                                      .save_on_each_node = project.save_on_each_node,
-                                      .node_index = state.node_index(),
-                                      .num_nodes = state.num_nodes(),
-                                      .overwrite = !project.automatic_checkpoint_naming,
-                                      .timeout = state.timeout()});
+  plan.info = std::move(info);
+  plan.world_size = state.num_processes();
+  plan.num_nodes = state.num_nodes();
+  plan.node_index = state.node_index();
+  plan.save_on_each_node = project.save_on_each_node;
+  plan.overwrite = !project.automatic_checkpoint_naming;
+  plan.total_limit = project.automatic_checkpoint_naming ? project.total_limit : std::nullopt;
+  plan.timeout = state.timeout();
+  return plan;
+}
+
+void write_and_commit(const SavePlan& plan, CommHandle world, CommHandle file_comm,
+                      const std::function<void(StateWriter&)>& write,
+                      const std::function<void(std::uint64_t)>& on_progress) {
+  StagedCheckpoint staged(plan.directory, {.world = world,
+                                           .file_comm = file_comm,
+                                           .save_on_each_node = plan.save_on_each_node,
+                                           .node_index = plan.node_index,
+                                           .num_nodes = plan.num_nodes,
+                                           .overwrite = plan.overwrite,
+                                           .timeout = plan.timeout});
   std::exception_ptr failure;
   try {
-    StateProgress progress(state, project, "save_state '" + directory.string() + "' (MiB)", large_state_bytes(refs));
-    CheckpointWriter writer({.comm = file_comm(state, project).get(),
+    CheckpointWriter writer({.comm = file_comm,
                              .file = staged.file_path(),
-                             .num_nodes = state.num_nodes(),
-                             .node_index = project.save_on_each_node ? state.node_index() : 0,
-                             .timeout = state.timeout(),
-                             .on_progress = progress.reporter()},
-                            info);
-    write_state(writer, refs);
+                             .num_nodes = plan.num_nodes,
+                             .node_index = plan.save_on_each_node ? plan.node_index : 0,
+                             .timeout = plan.timeout,
+                             .on_progress = on_progress},
+                            plan.info);
+    FileStateWriter into(writer);
+    write(into);
     writer.close();
-    progress.finish();
   } catch (...) {
     failure = std::current_exception();
   }
   Manifest manifest;
-  manifest.step = info.step;
-  manifest.iteration = info.iteration;
-  manifest.world_size = state.num_processes();
-  const std::optional<int> limit = project.automatic_checkpoint_naming ? project.total_limit : std::nullopt;
+  manifest.step = plan.info.step;
+  manifest.iteration = plan.info.iteration;
+  manifest.world_size = plan.world_size;
   if (failure) {
     try {
-      staged.commit(false, manifest, limit);
+      staged.commit(false, manifest, plan.total_limit);
     } catch (...) {  // every rank throws there; this rank's own error says more
     }
     std::rethrow_exception(failure);
   }
-  staged.commit(true, manifest, limit);
+  staged.commit(true, manifest, plan.total_limit);
+}
+
+}  // namespace detail
+
+fs::path save_training_state(const State& state, ProjectConfiguration& project,
+                             const std::optional<fs::path>& output_dir, const TrainingStateRefs& refs,
+                             CheckpointInfo info) {
+  const detail::SavePlan plan = detail::plan_save(state, project, output_dir, refs, std::move(info));
+  StateProgress progress(state, project, "save_state '" + plan.directory.string() + "' (MiB)", large_state_bytes(refs));
+  detail::write_and_commit(
+      plan, state.world_comm(), file_comm(state, project).get(),
+      [&refs](detail::StateWriter& writer) { detail::write_state(writer, refs); }, progress.reporter());
+  progress.finish();
   project.iteration += 1;
-  return directory;
+  return plan.directory;
 }
 
 std::optional<fs::path> find_latest_checkpoint(const State& state, const ProjectConfiguration& project) {

@@ -3,6 +3,7 @@
 // itself and the Accelerator call that reached it, as the file API does
 // (checkpoint/without_hdf5.cpp). Compiled instead of the HDF5 sources.
 #include "accelerate/error.hpp"
+#include "accelerate/training_state/async_state_saver.hpp"
 #include "accelerate/training_state/training_checkpoint.hpp"
 
 namespace accelerate::checkpoint {
@@ -28,5 +29,20 @@ LoadedTrainingState load_training_state(const State&, ProjectConfiguration&,
                                         const std::optional<std::filesystem::path>&, const TrainingStateRefs&, bool) {
   not_built("load_training_state (Accelerator::load_state)");
 }
+
+struct AsyncStateSaver::Impl {};
+
+AsyncStateSaver::AsyncStateSaver() = default;
+AsyncStateSaver::~AsyncStateSaver() = default;
+
+std::filesystem::path AsyncStateSaver::save(const State&, ProjectConfiguration&,
+                                            const std::optional<std::filesystem::path>&, const TrainingStateRefs&,
+                                            CheckpointInfo) {
+  not_built("AsyncStateSaver::save (Accelerator::save_state with async_save)");
+}
+
+std::optional<std::filesystem::path> AsyncStateSaver::wait() { return std::nullopt; }
+bool AsyncStateSaver::pending() const noexcept { return false; }
+std::uint64_t AsyncStateSaver::staging_bytes() const noexcept { return 0; }
 
 }  // namespace accelerate::checkpoint

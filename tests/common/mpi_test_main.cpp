@@ -1,7 +1,8 @@
 // Shared main for the GoogleTest suites, at any number of ranks.
 //
 // - Initialises MPI itself, so every accelerate::State in a test adopts it
-//   and tests can create and destroy States freely.
+//   and tests can create and destroy States freely: at MPI_THREAD_FUNNELED,
+//   or MULTIPLE where ACCELERATE_MPI_THREAD_LEVEL=multiple (asynchronous saves).
 // - Runs the tests on every rank. Rank 0 prints the usual report; other
 //   ranks print only their failures, prefixed with their rank.
 // - All ranks agree on the outcome (MPI_Allreduce MAX) and exit with the
@@ -13,8 +14,10 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string_view>
 
 namespace {
 
@@ -39,8 +42,10 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* level = std::getenv("ACCELERATE_MPI_THREAD_LEVEL");
+  const bool multiple = level != nullptr && std::string_view(level) == "multiple";
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   testing::InitGoogleTest(&argc, argv);

@@ -238,6 +238,21 @@ TEST_F(AcceleratorMisuse, DebugModeRefusesAStepWithoutAcceleratorBackward) {
   }
 }
 
+// This suite's MPI runs at MPI_THREAD_FUNNELED (the test main's default):
+// an asynchronous save, whose writer thread calls MPI, is refused at once.
+TEST_F(AcceleratorMisuse, AsynchronousSavesAreRefusedBelowMpiThreadMultiple) {
+  const auto configured = error_of<acc::ConfigError>(
+      [] { acc::Accelerator accelerator({.project_config = {.async_save = true}}); });
+  expect_contains(configured, "MPI_THREAD_MULTIPLE");
+  expect_contains(configured, "ACCELERATE_MPI_THREAD_LEVEL=multiple");
+  acc::Accelerator accelerator;
+  auto model = accelerator.prepare(make_net().ptr());
+  const auto per_call = error_of<acc::ConfigError>(
+      [&] { (void)accelerator.save_state(std::string("never_written"), {.async_save = true}); });
+  expect_contains(per_call, "MPI_THREAD_MULTIPLE");
+  EXPECT_FALSE(std::filesystem::exists("never_written"));
+}
+
 }  // namespace
 
 }  // namespace ACCELERATE_TEST_FILE_ID

@@ -26,6 +26,7 @@
 #include "common/test_helpers.hpp"
 #include "common/world_group.hpp"
 #include "training_state/optimizer_state.hpp"
+#include "training_state/state_writer.hpp"
 
 // A namespace of this file's own: the test bundle compiles several test files as one
 // translation unit (cmake/AccelerateAddTest.cmake).
@@ -97,7 +98,8 @@ class ShardedCheckpoint : public ::testing::Test {
       ckpt::CheckpointWriter writer({.comm = MPI_COMM_WORLD, .file = file}, {.step = kSaveAt});
       for (const auto& item : net.named_parameters()) writer.write_replicated("model/" + item.key(), item.value());
       const ckpt::ShardLayout layout = sharded.shard_layout();
-      ckpt::detail::write_optimizer(writer, "optimizer", *adam, &layout);
+      ckpt::detail::FileStateWriter into(writer);
+      ckpt::detail::write_optimizer(into, "optimizer", *adam, &layout);
       writer.close();
     }
     train(net, &sharded, *adam, kSaveAt, kSteps);

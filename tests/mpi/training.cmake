@@ -11,6 +11,12 @@ if(ACCELERATE_HAVE_HDF5)
   accelerate_add_mpi_test(accelerator_checkpoint_test
                           SOURCES ${CMAKE_CURRENT_LIST_DIR}/accelerator_checkpoint_test.cpp
                           NPROCS 1 2 4 TIMEOUT 240 LABELS training checkpoint gpu)
+  # Asynchronous save_state: its writer thread needs MPI_THREAD_MULTIPLE.
+  accelerate_add_mpi_test(async_save_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_save_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 180 LABELS training checkpoint gpu)
+  foreach(n 1 2 4)
+    set_property(TEST async_save_test_np${n} PROPERTY ENVIRONMENT ACCELERATE_MPI_THREAD_LEVEL=multiple)
+  endforeach()
 endif()
 # Accelerator::profile(): Chrome traces per rank with the library's named ranges.
 accelerate_add_mpi_test(profiler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiler_test.cpp

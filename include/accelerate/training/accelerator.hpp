@@ -75,6 +75,20 @@ struct PreparedObjects;
 
 class GradScaler;
 
+namespace checkpoint {
+class AsyncStateSaver;
+}
+
+/// Accelerator::save_state's options (ours; Accelerate's save_state takes
+/// serialization arguments instead).
+struct SaveStateOptions {
+  /// true: return once the state is copied into host memory, and write and
+  /// commit it on a thread of its own (docs/checkpointing.md, "Asynchronous
+  /// saves"); false: return once it is committed. Unset:
+  /// ProjectConfiguration::async_save.
+  std::optional<bool> async_save;
+};
+
 /// A dataset, its loader options and its collate function, for
 /// Accelerator::prepare, which builds the loader with the accelerator's
 /// dataloader_config and rng_types.
@@ -352,8 +366,15 @@ class Accelerator {
   /// Saves every prepared model, optimizer, scheduler and loader, the
   /// scaler, all ranks' RNG states, the registered objects and the step
   /// counters into one parallel HDF5 checkpoint (training_checkpoint.hpp).
-  /// Returns the committed directory. Collective.
-  std::filesystem::path save_state(const std::optional<std::filesystem::path>& output_dir = std::nullopt);
+  /// Returns the committed directory, or with an asynchronous save the
+  /// directory it will commit. Collective. Waits for the running
+  /// asynchronous save first, and throws its error.
+  std::filesystem::path save_state(const std::optional<std::filesystem::path>& output_dir = std::nullopt,
+                                   SaveStateOptions options = {});
+  /// Waits for the running asynchronous save; returns the directory it
+  /// committed (nullopt when none was running) or throws its error, on every
+  /// rank. load_state, latest_checkpoint, end_training and the destructor wait too.
+  std::optional<std::filesystem::path> wait_for_save();
   /// Restores what save_state wrote (on any number of ranks); unset: the
   /// newest complete checkpoint of the project. Collective.
   checkpoint::LoadedTrainingState load_state(const std::optional<std::filesystem::path>& input_dir = std::nullopt,
@@ -431,6 +452,9 @@ class Accelerator {
   /// prepared objects: they point into the groups it owns.
   std::unique_ptr<training_detail::GradientSyncStrategy> sync_;
   checkpoint::ProjectConfiguration project_;
+  /// The asynchronous saves' snapshot and writer thread, made at the first
+  /// one; destroyed (after waiting) before the State's communicators.
+  std::unique_ptr<checkpoint::AsyncStateSaver> async_saver_;
   tracking::TrackerSet trackers_;
   std::vector<std::shared_ptr<DistributedModel>> models_;
   std::vector<std::shared_ptr<AcceleratedOptimizer>> optimizers_;

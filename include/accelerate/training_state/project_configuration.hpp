@@ -26,6 +26,11 @@ struct ProjectConfiguration {
   std::int64_t iteration = 0;
   /// Each node writes (and reads) its own copy, for node-local disks.
   bool save_on_each_node = false;
+  /// save_state returns once the state is copied into host memory, and the
+  /// file is written and committed on a thread of its own (ours; Accelerate
+  /// has none). Needs MPI_THREAD_MULTIPLE, which the Accelerator then asks
+  /// for when it starts MPI. docs/checkpointing.md, "Asynchronous saves".
+  bool async_save = false;
   /// How save_state/load_state show their progress in MiB of state (ours;
   /// Accelerate has none): on the main process, only for work that lasts
   /// past the delay, a bar on a terminal and a line every 10 s in a log.
