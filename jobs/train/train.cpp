@@ -117,7 +117,8 @@ int run(const TrainOptions& options) {
   accelerator_options.gradient_accumulation_steps = options.gradient_accumulation_steps;
   accelerator_options.project_config = {.project_dir = options.project_dir,
                                         .automatic_checkpoint_naming = true,
-                                        .total_limit = options.total_limit};
+                                        .total_limit = options.total_limit,
+                                        .async_save = options.async_save};
   const std::uint64_t seed = options.seed.value_or(accelerate::seed_from_job(42));
   accelerator_options.dataloader_config.data_seed = seed;
   // Metrics to <project_dir>/train/metrics.csv, metrics.jsonl and a TensorBoard

@@ -44,6 +44,8 @@ TrainOptions parse_train_options(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1LL, std::numeric_limits<long long>::max()));
   app.add_flag("--resume", options.resume, "continue from the newest checkpoint, if any");
+  app.add_flag("--async-save", options.async_save,
+               "write checkpoints on a thread of their own while training goes on (MPI_THREAD_MULTIPLE)");
   app.add_option("--max-steps", options.max_steps, "stop after N optimizer steps in total (-1: no limit)")
       ->capture_default_str();
   app.add_option("--profile-steps", options.profile_steps,

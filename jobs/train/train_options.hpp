@@ -16,6 +16,7 @@ struct TrainOptions {
   std::int64_t checkpoint_every = 0;  // optimizer steps; 0 = never
   int total_limit = 2;
   bool resume = false;
+  bool async_save = false;  // save_state returns once the state is copied; the write runs beside training
   std::int64_t max_steps = -1;  // -1 = no limit
   int profile_steps = 0;        // optimizer steps to profile after one warm-up step; 0 = off
 };

@@ -2,8 +2,10 @@
 # The training job end to end under mpirun: it learns; two runs with the same
 # seed write bit-identical checkpoints; a run stopped early and resumed from
 # its checkpoint ends bit-identical to the uninterrupted one, also after a rank
-# was killed in the middle of a save; a checkpoint written on 2 ranks resumes
-# on 4 and on 1 rank (same global batch).
+# was killed in the middle of a save; --async-save writes the same checkpoints,
+# and a rank killed during the background write leaves the previous one to
+# resume from; a checkpoint written on 2 ranks resumes on 4 and on 1 rank
+# (same global batch).
 # usage: train_job_test.sh <train> <mpiexec> [mpiexec flags...]
 set -euo pipefail
 train=$1 mpiexec=$2
@@ -110,6 +112,44 @@ run after_kill 2 "${common[@]}" --project-dir "$work/killed" --resume
 grep -q "resumed from .*checkpoint_0 at step 64" "$work/after_kill.log" || fail "did not resume from checkpoint_0"
 [ "$(final_loss after_kill)" = "$(final_loss first)" ] ||
   fail "after the kill, resumed final loss $(final_loss after_kill) != uninterrupted $(final_loss first)"
+
+# --async-save: save_state returns once the state is copied, and the write
+# runs beside the training. The checkpoints hold the same bytes as the
+# synchronous ones, rotation keeps the same two, and the run ends the same.
+run async 2 "${common[@]}" --project-dir "$work/async" --async-save
+[ "$(final_loss async)" = "$(final_loss first)" ] || fail "--async-save final loss $(final_loss async) != $(final_loss first)"
+[ "$(ls "$work/async/checkpoints")" = "$(printf 'checkpoint_2\ncheckpoint_3')" ] ||
+  fail "--async-save: expected checkpoint_2 and checkpoint_3, found: $(ls "$work/async/checkpoints")"
+for checkpoint in checkpoint_2 checkpoint_3; do
+  for group in /pytorch_model /optimizer /random_states /dataloader /scheduler; do
+    same_tensors "$work/first/checkpoints/$checkpoint/state.h5" "$work/async/checkpoints/$checkpoint/state.h5" "$group"
+  done
+done
+
+# SIGKILL of a rank while checkpoint_1 is written in the background (held
+# before its commit by the test hook). Training went on meanwhile (epoch 0's
+# evaluation came after the save); checkpoint_1 never becomes visible, and
+# checkpoint_0 stays the newest complete one and resumes.
+run async_before_kill 2 "${common[@]}" --project-dir "$work/async_killed" --max-steps 64 --async-save
+ACCELERATE_TEST_CHECKPOINT_PAUSE=60 timeout 300 "${launch[@]}" -n 2 "$train" "${common[@]}" \
+  --project-dir "$work/async_killed" --resume --async-save >"$work/async_killed.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+  grep -q "pausing" "$work/async_killed.log" && grep -q "train: epoch 0 eval loss" "$work/async_killed.log" && break
+  sleep 0.1
+done
+grep -q "pausing" "$work/async_killed.log" || { cat "$work/async_killed.log"; fail "the background save never reached the pause"; }
+grep -q "train: epoch 0 eval loss" "$work/async_killed.log" ||
+  { cat "$work/async_killed.log"; fail "training did not go on while checkpoint_1 was written"; }
+victim=$(pgrep -f "^$train .*--project-dir $work/async_killed" | head -n 1)
+[ -n "$victim" ] || fail "no rank process to kill"
+kill -9 "$victim"
+wait "$launcher" && fail "the job survived the kill of a rank"
+[ ! -e "$work/async_killed/checkpoints/checkpoint_1" ] || fail "the interrupted background checkpoint_1 became visible"
+run async_after_kill 2 "${common[@]}" --project-dir "$work/async_killed" --resume
+grep -q "resumed from .*checkpoint_0 at step 64" "$work/async_after_kill.log" || fail "did not resume from checkpoint_0"
+[ "$(final_loss async_after_kill)" = "$(final_loss first)" ] ||
+  fail "after the kill, resumed final loss $(final_loss async_after_kill) != uninterrupted $(final_loss first)"
 
 # Resharding: the same global batch (64) on 4 ranks and on 1.
 run saved 2 "${common[@]}" --project-dir "$work/reshard" --max-steps 64
