@@ -461,6 +461,8 @@ std::optional<std::filesystem::path> Accelerator::wait_for_save() {
   return async_saver_ ? async_saver_->wait() : std::nullopt;
 }
 
+bool Accelerator::save_in_progress() const noexcept { return async_saver_ && async_saver_->writing(); }
+
 checkpoint::LoadedTrainingState Accelerator::load_state(const std::optional<std::filesystem::path>& input_dir,
                                                         bool strict) {
   ACCELERATE_PROFILE_RANGE("accelerate::load_state");

@@ -43,6 +43,7 @@ std::filesystem::path AsyncStateSaver::save(const State&, ProjectConfiguration&,
 
 std::optional<std::filesystem::path> AsyncStateSaver::wait() { return std::nullopt; }
 bool AsyncStateSaver::pending() const noexcept { return false; }
+bool AsyncStateSaver::writing() const noexcept { return false; }
 std::uint64_t AsyncStateSaver::staging_bytes() const noexcept { return 0; }
 
 }  // namespace accelerate::checkpoint

@@ -114,11 +114,13 @@ TEST_F(AsyncSave, WritesTheStateAsItWasAtTheCallWhileTrainingGoesOn) {
       const DelayedWrite delayed("0.5");
       saved = run.accelerator.save_state(std::nullopt, {.async_save = true});
       EXPECT_EQ(saved, project / "checkpoints" / "checkpoint_0");
+      EXPECT_TRUE(run.accelerator.save_in_progress());
       run.train(3);
       EXPECT_FALSE(fs::exists(saved)) << "the call waited for the write";
       EXPECT_EQ(run.accelerator.wait_for_save(), saved);
     }
     EXPECT_FALSE(run.accelerator.wait_for_save().has_value());  // nothing in flight any more
+    EXPECT_FALSE(run.accelerator.save_in_progress());
     EXPECT_TRUE(acc::checkpoint::read_complete_manifest(saved).has_value());
   }
   // Resumed from the asynchronous checkpoint, three more steps end where a

@@ -375,6 +375,8 @@ class Accelerator {
   /// committed (nullopt when none was running) or throws its error, on every
   /// rank. load_state, latest_checkpoint, end_training and the destructor wait too.
   std::optional<std::filesystem::path> wait_for_save();
+  /// Whether an asynchronous save is still being written (local, no wait).
+  [[nodiscard]] bool save_in_progress() const noexcept;
   /// Restores what save_state wrote (on any number of ranks); unset: the
   /// newest complete checkpoint of the project. Collective.
   checkpoint::LoadedTrainingState load_state(const std::optional<std::filesystem::path>& input_dir = std::nullopt,

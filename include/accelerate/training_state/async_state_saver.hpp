@@ -47,6 +47,9 @@ class AsyncStateSaver {
 
   /// Whether a save was started and not yet waited for.
   [[nodiscard]] bool pending() const noexcept;
+  /// Whether the running save is still writing (false once it has
+  /// committed or failed, before anyone waits for it).
+  [[nodiscard]] bool writing() const noexcept;
 
   /// Bytes of host memory the snapshot buffers hold between saves.
   [[nodiscard]] std::uint64_t staging_bytes() const noexcept;
