@@ -55,6 +55,10 @@ def main():
             layers.append(nn.ReLU())
     model = nn.Sequential(*layers)
     ddp = nn.parallel.DistributedDataParallel(model)
+    # A group of the checkpoint's own, as PyTorch advises for async_save: on
+    # the default group its background collectives would interleave with the
+    # training's and hang.
+    checkpoint_group = dist.new_group(backend="gloo")
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-4)
     torch.manual_seed(100 + rank)
     x = torch.randn(args.batch, args.width)
@@ -88,9 +92,11 @@ def main():
         start = time.perf_counter()
         state_dict = {"model": ddp.state_dict(), "optimizer": optimizer.state_dict()}
         path = f"{args.dir}/save_{r}"
-        future = dcp.async_save(state_dict, checkpoint_id=path) if args.mode == "async" else None
-        if future is None:
-            dcp.save(state_dict, checkpoint_id=path)
+        future = None
+        if args.mode == "async":
+            future = dcp.async_save(state_dict, checkpoint_id=path, process_group=checkpoint_group)
+        else:
+            dcp.save(state_dict, checkpoint_id=path, process_group=checkpoint_group)
         blocked.append(slowest(time.perf_counter() - start))
         for _ in range(args.steps):
             in_flight = every_rank(future is not None and not future.done())

@@ -55,11 +55,12 @@ echo "cores online: $(nproc --all), load average: $(cut -d' ' -f1-3 /proc/loadav
 echo "file system of the checkpoints: $(df -T "$(dirname "$scratch")" | awk 'NR == 2 { print $2 }')"
 echo "launcher: $("$mpiexec" --version 2>/dev/null | head -n 1)"
 sides=("ours sync" "ours async")
-if [[ -x $python2 ]] && "$python2" -c 'import torch.distributed.checkpoint as d; d.async_save' 2>/dev/null; then
+if [[ -x $python2 ]] && "$python2" -c 'import numpy, torch.distributed.checkpoint as d; d.async_save' 2>/dev/null; then
   echo "peer: $("$python2" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
   sides+=("dcp sync" "dcp async")
 else
-  echo "peer: none (set PYTHON2, or make the venv once with ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh)"
+  echo "peer: none (set PYTHON2, or make the venv once with ACCELERATE_TORCH_VARIANT=cuda tests/pypi_libtorch.sh;"
+  echo "      DCP needs NumPy there too: <venv>/bin/pip install numpy)"
 fi
 echo
 
