@@ -49,11 +49,29 @@ struct Net : torch::nn::Module {
 };
 
 // One training run on fixed data: `steps` AdamW steps, each on this rank's rows.
+acc::AcceleratorOptions options_for(const fs::path& project, std::optional<int> total_limit, bool on_each_node) {
+  acc::AcceleratorOptions options;
+  options.project_config.project_dir = project.string();
+  options.project_config.automatic_checkpoint_naming = true;
+  options.project_config.total_limit = total_limit;
+  options.project_config.save_on_each_node = on_each_node;
+  return options;
+}
+
+// Emulated nodes of two ranks (one at 1 rank) for save_on_each_node.
+std::shared_ptr<acc::State> two_ranks_per_node() {
+  acc::StateOptions nodes;
+  nodes.emulated_ranks_per_node = world_size() >= 2 ? 2 : 1;
+  nodes.thread_level = acc::ThreadLevel::Multiple;
+  return std::make_shared<acc::State>(nodes);
+}
+
 struct Trainer {
-  explicit Trainer(const fs::path& project, std::optional<int> total_limit = std::nullopt)
-      : accelerator({.project_config = {.project_dir = project.string(),
-                                        .automatic_checkpoint_naming = true,
-                                        .total_limit = total_limit}}),
+  // With a State: its emulated nodes, and save_on_each_node.
+  explicit Trainer(const fs::path& project, std::optional<int> total_limit = std::nullopt,
+                   const std::shared_ptr<acc::State>& state = nullptr)
+      : accelerator(state ? acc::Accelerator(state, options_for(project, total_limit, true))
+                          : acc::Accelerator(options_for(project, total_limit, false))),
         net(std::make_shared<Net>()),
         adamw(net->parameters(), torch::optim::AdamWOptions(0.05)) {
     auto [m, o] = accelerator.prepare(net, adamw);
@@ -157,6 +175,29 @@ TEST_F(AsyncSave, ProjectConfigurationMakesEverySaveAsynchronousAndRotationWaits
   ASSERT_EQ(kept.size(), 1U);
   EXPECT_EQ(kept[0].filename(), "checkpoint_2");
   run.accelerator.end_training();
+  acc::testing::remove_shared_directory(project);
+}
+
+TEST_F(AsyncSave, EachNodeWritesItsOwnFileOnItsNodeCommunicator) {
+  const fs::path project = acc::testing::shared_temp_directory("async_each_node");
+  const auto state = two_ranks_per_node();
+  std::vector<torch::Tensor> at_save;
+  fs::path saved;
+  {
+    Trainer run(project, std::nullopt, state);
+    run.train(2);
+    at_save = run.parameters();
+    saved = run.accelerator.save_state(std::nullopt, {.async_save = true});
+    run.train(2);
+    EXPECT_EQ(run.accelerator.wait_for_save(), saved);
+  }
+  // One file per node, side by side where the nodes share the directory.
+  for (int node = 0; node < state->num_nodes(); ++node) {
+    EXPECT_TRUE(fs::exists(saved / ("state.node" + std::to_string(node) + ".h5"))) << "node " << node;
+  }
+  Trainer resumed(project, std::nullopt, state);
+  resumed.accelerator.load_state(saved);
+  expect_same(resumed.parameters(), at_save);
   acc::testing::remove_shared_directory(project);
 }
 
