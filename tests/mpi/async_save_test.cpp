@@ -5,6 +5,7 @@
 // whose copy fails stops every rank at once; the snapshot reuses its buffers.
 // Runs with ACCELERATE_MPI_THREAD_LEVEL=multiple (tests/mpi/training.cmake).
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
+#include "accelerate/checkpoint/checkpoint_reader.hpp"
 #include "accelerate/error.hpp"
+#include "accelerate/runtime/mpi_comm.hpp"
 #include "accelerate/training/accelerator.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
@@ -240,6 +243,50 @@ TEST_F(AsyncSave, ARankWhoseCopyFailsStopsEveryRankBeforeAnythingIsWritten) {
   EXPECT_FALSE(run.accelerator.wait_for_save().has_value());
   EXPECT_FALSE(acc::checkpoint::latest_checkpoint(project / "checkpoints").has_value());
   acc::testing::remove_shared_directory(project);
+}
+
+// Sharded weights and optimizer state go through the snapshot as pieces:
+// the asynchronous file holds every entry the synchronous one holds, equal.
+TEST_F(AsyncSave, ShardedStatesAreWrittenAsTheSynchronousSaveWritesThem) {
+  for (const std::string strategy : {"SHARD_GRAD_OP", "FULL_SHARD"}) {
+    SCOPED_TRACE(strategy);
+    const fs::path dir = acc::testing::shared_temp_directory("async_sharded");
+    {
+      acc::AcceleratorOptions options;
+      options.fsdp_plugin = acc::FullyShardedDataParallelPlugin{.sharding_strategy = strategy};
+      acc::Accelerator accelerator(options);
+      torch::manual_seed(5);
+      torch::nn::Sequential net(torch::nn::Linear(kFeatures, 16), torch::nn::Tanh(), torch::nn::Linear(16, 1));
+      torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+      auto [model, optimizer] = accelerator.prepare(net, adam);
+      torch::manual_seed(20 + world_rank());
+      for (int step = 0; step < 2; ++step) {
+        const auto x = torch::randn({4, kFeatures});
+        accelerator.backward(torch::mse_loss(model(x), x.sum(1, true).cos()));
+        optimizer->step();
+        optimizer->zero_grad();
+      }
+      accelerator.save_state(dir / "sync");
+      accelerator.save_state(dir / "async", {.async_save = true});
+      ASSERT_EQ(accelerator.wait_for_save(), dir / "async");
+    }
+    acc::checkpoint::CheckpointReader sync({.comm = MPI_COMM_WORLD, .file = dir / "sync" / "state.h5"});
+    acc::checkpoint::CheckpointReader async({.comm = MPI_COMM_WORLD, .file = dir / "async" / "state.h5"});
+    const auto entries = sync.entries();
+    ASSERT_EQ(entries.size(), async.entries().size());
+    bool pieces_seen = false;
+    for (const auto& entry : entries) {
+      const std::string& name = entry.spec.name;
+      pieces_seen = pieces_seen || name.rfind("optimizer/state/", 0) == 0;
+      if (entry.kind == acc::checkpoint::EntryKind::PerRank) {
+        EXPECT_TRUE(torch::equal(sync.read_per_rank(name), async.read_per_rank(name))) << name;
+      } else {
+        EXPECT_TRUE(torch::equal(sync.read_replicated(name), async.read_replicated(name))) << name;
+      }
+    }
+    EXPECT_TRUE(pieces_seen);
+    acc::testing::remove_shared_directory(dir);
+  }
 }
 
 // The replay sees the values of the copy, and the next snapshot of the same
