@@ -8,10 +8,13 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accelerate/checkpoint/checkpoint_directory.hpp"
@@ -21,6 +24,7 @@
 #include "accelerate/training/accelerator.hpp"
 #include "common/gpu_skip.hpp"
 #include "common/test_helpers.hpp"
+#include "checkpoint/hdf5_turn.hpp"
 #include "training_state/state_snapshot.hpp"
 
 namespace ACCELERATE_TEST_FILE_ID {
@@ -287,6 +291,42 @@ TEST_F(AsyncSave, ShardedStatesAreWrittenAsTheSynchronousSaveWritesThem) {
     EXPECT_TRUE(pieces_seen);
     acc::testing::remove_shared_directory(dir);
   }
+}
+
+// HDF5 serves one thread at a time: a file open on the calling thread would
+// make the writer thread wait for it forever.
+TEST_F(AsyncSave, AFileOpenOnTheCallingThreadIsRefusedBeforeAnythingIsCopied) {
+  const fs::path project = acc::testing::shared_temp_directory("async_open_file");
+  Trainer run(project);
+  const fs::path first = run.accelerator.save_state();
+  {
+    acc::checkpoint::CheckpointReader open({.comm = MPI_COMM_WORLD, .file = first / "state.h5"});
+    const std::string message = acc::testing::error_of<acc::ConfigError>(
+        [&] { (void)run.accelerator.save_state(std::nullopt, {.async_save = true}); });
+    EXPECT_NE(message.find("a checkpoint file is open on this thread"), std::string::npos) << message;
+  }
+  EXPECT_EQ(run.accelerator.save_state(std::nullopt, {.async_save = true}).filename(), "checkpoint_1");
+  EXPECT_EQ(run.accelerator.wait_for_save()->filename(), "checkpoint_1");
+  acc::testing::remove_shared_directory(project);
+}
+
+TEST_F(AsyncSave, AnotherThreadWaitsForTheHdf5Turn) {
+  using acc::checkpoint::detail::Hdf5Turn;
+  std::atomic<bool> entered{false};
+  std::thread other;
+  {
+    const Hdf5Turn mine;
+    EXPECT_TRUE(Hdf5Turn::held_by_this_thread());
+    other = std::thread([&entered] {
+      const Hdf5Turn theirs;
+      entered = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(entered.load()) << "another thread entered HDF5 while this one held it";
+  }
+  other.join();
+  EXPECT_TRUE(entered.load());
+  EXPECT_FALSE(Hdf5Turn::held_by_this_thread());
 }
 
 // The replay sees the values of the copy, and the next snapshot of the same
