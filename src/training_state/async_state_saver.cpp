@@ -159,7 +159,7 @@ fs::path AsyncStateSaver::save(const State& state, ProjectConfiguration& project
                       ". Nothing was written; the previous checkpoints are unchanged.");
   }
   project.iteration += 1;
-  impl_->directory = plan.directory;
+  impl_->directory = plan.drain_to.value_or(plan.directory);
   impl_->failure = nullptr;
   Impl* const impl = impl_.get();
   impl->writing.store(true, std::memory_order_release);
@@ -174,7 +174,7 @@ fs::path AsyncStateSaver::save(const State& state, ProjectConfiguration& project
     }
     impl->writing.store(false, std::memory_order_release);
   });
-  return plan.directory;
+  return impl_->directory;
 }
 
 }  // namespace accelerate::checkpoint

@@ -21,10 +21,19 @@ void ProjectConfiguration::validate() const {
          " would delete every checkpoint. Use a value >= 1, or leave it unset to keep all.");
   }
   if (iteration < 0) fail("iteration=" + std::to_string(iteration) + " is negative.");
+  if (!local_dir.empty() && !automatic_checkpoint_naming) {
+    fail("local_dir='" + local_dir +
+         "' keeps a node-local copy of each checkpoint under the same name as in project_dir, which needs "
+         "automatic_checkpoint_naming=true. Turn it on, or leave local_dir empty.");
+  }
 }
 
 std::filesystem::path checkpoints_directory(const ProjectConfiguration& config) {
   return std::filesystem::path(config.project_dir) / "checkpoints";
+}
+
+std::filesystem::path local_checkpoints_directory(const ProjectConfiguration& config) {
+  return std::filesystem::path(config.local_dir) / "checkpoints";
 }
 
 std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration) {

@@ -29,6 +29,9 @@ struct SavePlan {
   bool save_on_each_node = false;
   bool overwrite = false;
   std::optional<int> total_limit;  // rotation after the commit
+  /// Two tiers: the directory above is the node-local one, and after its
+  /// commit the node files are copied to this one, in the shared tier.
+  std::optional<std::filesystem::path> drain_to;
   std::chrono::milliseconds timeout{0};
 };
 
@@ -42,7 +45,8 @@ SavePlan plan_save(const State& state, const ProjectConfiguration& project,
 void write_state(StateWriter& writer, const TrainingStateRefs& refs);
 
 /// Stages the directory, writes the file through `write`, agrees on success
-/// over `world` and commits (manifest, rename, rotation). Collective over
+/// over `world` and commits (manifest, rename, rotation); with two tiers,
+/// then copies the node files to the shared tier and commits them there. Collective over
 /// `world` and `file_comm`; a failure anywhere throws on every rank and
 /// leaves the previous checkpoints as they were.
 void write_and_commit(const SavePlan& plan, CommHandle world, CommHandle file_comm,

@@ -29,6 +29,7 @@
 #include "checkpoint/hdf5_types.hpp"
 #include "checkpoint/tensor_pieces.hpp"
 #include "detail/deadline_comm.hpp"
+#include "detail/profile_range.hpp"
 #include "training_state/optimizer_state.hpp"
 #include "training_state/state_save.hpp"
 
@@ -47,7 +48,7 @@ constexpr std::string_view kSaveStateIsCollective =
 constexpr std::string_view kLoadStateIsCollective = "load_state, which every process must call,";
 
 accelerate::detail::DeadlineComm file_comm(const State& state, const ProjectConfiguration& project) {
-  return {project.save_on_each_node ? state.node_comm() : state.world_comm(), state.timeout()};
+  return {project.files_per_node() ? state.node_comm() : state.world_comm(), state.timeout()};
 }
 
 accelerate::detail::DeadlineComm world_comm(const State& state) { return {state.world_comm(), state.timeout()}; }
@@ -379,6 +380,10 @@ SavePlan plan_save(const State& state, const ProjectConfiguration& project, cons
                         "itself. Call save_state() without a directory, or turn automatic naming off.");
     }
     plan.directory = automatic_checkpoint_path(project, project.iteration);
+    if (!project.local_dir.empty()) {
+      plan.drain_to = plan.directory;
+      plan.directory = local_checkpoints_directory(project) / plan.directory.filename();
+    }
   } else if (output_dir) {
     plan.directory = *output_dir;
   } else {
@@ -394,12 +399,43 @@ SavePlan plan_save(const State& state, const ProjectConfiguration& project, cons
   plan.world_size = state.num_processes();
   plan.num_nodes = state.num_nodes();
   plan.node_index = state.node_index();
-  plan.save_on_each_node = project.save_on_each_node;
+  plan.save_on_each_node = project.files_per_node();
   plan.overwrite = !project.automatic_checkpoint_naming;
   plan.total_limit = project.automatic_checkpoint_naming ? project.total_limit : std::nullopt;
   plan.timeout = state.timeout();
   return plan;
 }
+
+namespace {
+
+// The second tier: each node's leader copies the node file the local commit
+// left into a staged directory of the shared tier, and the world commits it
+// as a save_on_each_node checkpoint (the node files side by side).
+void drain_to_shared_tier(const SavePlan& plan, CommHandle world, CommHandle file_comm, const Manifest& manifest) {
+  ACCELERATE_PROFILE_RANGE("accelerate::save_state_drain");
+  StagedCheckpoint staged(*plan.drain_to, {.world = world,
+                                           .file_comm = file_comm,
+                                           .save_on_each_node = true,
+                                           .node_index = plan.node_index,
+                                           .num_nodes = plan.num_nodes,
+                                           .overwrite = false,
+                                           .timeout = plan.timeout});
+  const accelerate::detail::DeadlineComm node(file_comm.get(), plan.timeout);
+  bool copied = true;
+  if (node.rank() == 0) {
+    std::error_code error;
+    fs::copy_file(plan.directory / state_file_name(true, plan.node_index), staged.file_path(), error);
+    if (error) {
+      std::cerr << accelerate::detail::where() << " save_state: copying node " << plan.node_index << "'s file of "
+                << plan.directory.string() << " to the shared tier failed: " << error.message() << std::endl;
+      copied = false;
+    }
+  }
+  node.barrier("save_state (each node's file copied to the shared tier)");
+  staged.commit(copied, manifest, plan.total_limit);
+}
+
+}  // namespace
 
 void write_and_commit(const SavePlan& plan, CommHandle world, CommHandle file_comm,
                       const std::function<void(StateWriter&)>& write,
@@ -438,6 +474,7 @@ void write_and_commit(const SavePlan& plan, CommHandle world, CommHandle file_co
     std::rethrow_exception(failure);
   }
   staged.commit(true, manifest, plan.total_limit);
+  if (plan.drain_to) drain_to_shared_tier(plan, world, file_comm, manifest);
 }
 
 }  // namespace detail
@@ -452,29 +489,62 @@ fs::path save_training_state(const State& state, ProjectConfiguration& project,
       [&refs](detail::StateWriter& writer) { detail::write_state(writer, refs); }, progress.reporter());
   progress.finish();
   project.iteration += 1;
-  return plan.directory;
+  return plan.drain_to.value_or(plan.directory);
 }
 
-std::optional<fs::path> find_latest_checkpoint(const State& state, const ProjectConfiguration& project) {
+namespace {
+
+// The newest complete checkpoint under `directory` as each file group's rank 0
+// sees it, agreed over the world: its index, or -1 when the nodes' answers
+// differ (`differ` set) or there is none.
+std::int64_t newest_agreed(const State& state, const ProjectConfiguration& project, const fs::path& directory,
+                           bool& differ) {
   const auto comm = file_comm(state, project);
   std::string found;
-  if (comm.rank() == 0 && !project.project_dir.empty()) {
-    if (const auto latest = latest_checkpoint(checkpoints_directory(project))) found = latest->string();
+  if (comm.rank() == 0) {
+    if (const auto latest = latest_checkpoint(directory)) found = latest->string();
   }
   comm.broadcast(found, 0, "load_state (broadcast of the newest checkpoint's name)");
-  // With node-local copies every node looked at its own disk: they must agree.
   const auto index = found.empty() ? std::optional<std::int64_t>() : checkpoint_index(found);
   long long agreed[2] = {index.value_or(-1), -index.value_or(-1)};
   world_comm(state).all_reduce(agreed, 2, accelerate::detail::Reduce::Max,
                                "load_state (do all nodes hold the same newest checkpoint?)");
-  if (agreed[0] != -agreed[1]) {
-    throw ConfigError("load_state: the nodes do not hold the same newest checkpoint (this node's is " +
-                      (found.empty() ? std::string("none") : found) +
-                      "). With save_on_each_node every node needs its copy; remove the incomplete ones or pass the "
+  differ = agreed[0] != -agreed[1];
+  return differ ? -1 : agreed[0];
+}
+
+}  // namespace
+
+std::optional<fs::path> find_latest_checkpoint(const State& state, const ProjectConfiguration& project) {
+  if (project.project_dir.empty()) return std::nullopt;
+  bool differ = false;
+  if (!project.local_dir.empty()) {
+    // Two tiers: the newest complete checkpoint of either, the local one when
+    // both hold it. Nodes whose local tiers differ (a job requeued on other
+    // nodes) resume from the shared tier.
+    const std::int64_t local = newest_agreed(state, project, local_checkpoints_directory(project), differ);
+    std::string shared;
+    const auto world = world_comm(state);
+    if (world.rank() == 0) {
+      if (const auto latest = latest_checkpoint(checkpoints_directory(project))) shared = latest->string();
+    }
+    world.broadcast(shared, 0, "load_state (broadcast of the shared tier's newest checkpoint)");
+    const std::int64_t in_shared = shared.empty() ? -1 : checkpoint_index(shared).value_or(-1);
+    if (local >= 0 && local >= in_shared)
+      return local_checkpoints_directory(project) / ("checkpoint_" + std::to_string(local));
+    if (in_shared >= 0) return fs::path(shared);
+    return std::nullopt;
+  }
+  const std::int64_t newest = newest_agreed(state, project, checkpoints_directory(project), differ);
+  if (differ) {
+    // With node-local copies every node looked at its own disk: they must agree.
+    throw ConfigError("load_state: the nodes do not hold the same newest checkpoint under '" +
+                      checkpoints_directory(project).string() +
+                      "'. With save_on_each_node every node needs its copy; remove the incomplete ones or pass the "
                       "directory explicitly.");
   }
-  if (found.empty()) return std::nullopt;
-  return fs::path(found);
+  if (newest < 0) return std::nullopt;
+  return automatic_checkpoint_path(project, newest);
 }
 
 LoadedTrainingState load_training_state(const State& state, ProjectConfiguration& project,
@@ -494,7 +564,7 @@ LoadedTrainingState load_training_state(const State& state, ProjectConfiguration
     }
     loaded.directory = *latest;
   }
-  const fs::path file = loaded.directory / state_file_name(project.save_on_each_node, state.node_index());
+  const fs::path file = loaded.directory / state_file_name(project.files_per_node(), state.node_index());
   // A directory without a valid manifest is not a checkpoint (an interrupted save, or a typo).
   // One reader per file group looks, not every rank (metadata load on a parallel file system).
   if (file_comm(state, project).rank() == 0) {

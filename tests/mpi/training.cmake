@@ -14,8 +14,12 @@ if(ACCELERATE_HAVE_HDF5)
   # Asynchronous save_state: its writer thread needs MPI_THREAD_MULTIPLE.
   accelerate_add_mpi_test(async_save_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_save_test.cpp
                           NPROCS 1 2 4 TIMEOUT 180 LABELS training checkpoint gpu)
+  # Two tiers of storage: node-local files copied to the shared directory.
+  accelerate_add_mpi_test(two_tier_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/two_tier_checkpoint_test.cpp
+                          NPROCS 1 2 4 TIMEOUT 180 LABELS training checkpoint gpu)
   foreach(n 1 2 4)
-    set_property(TEST async_save_test_np${n} PROPERTY ENVIRONMENT ACCELERATE_MPI_THREAD_LEVEL=multiple)
+    set_property(TEST async_save_test_np${n} two_tier_checkpoint_test_np${n}
+                 PROPERTY ENVIRONMENT ACCELERATE_MPI_THREAD_LEVEL=multiple)
   endforeach()
 endif()
 # Accelerator::profile(): Chrome traces per rank with the library's named ranges.

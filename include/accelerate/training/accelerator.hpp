@@ -367,7 +367,7 @@ class Accelerator {
   /// scaler, all ranks' RNG states, the registered objects and the step
   /// counters into one parallel HDF5 checkpoint (training_checkpoint.hpp).
   /// Returns the committed directory, or with an asynchronous save the
-  /// directory it will commit. Collective. Waits for the running
+  /// directory it will commit (with two tiers, the shared tier's). Collective. Waits for the running
   /// asynchronous save first, and throws its error.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& output_dir = std::nullopt,
                                    SaveStateOptions options = {});

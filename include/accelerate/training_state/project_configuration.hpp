@@ -31,6 +31,16 @@ struct ProjectConfiguration {
   /// has none). Needs MPI_THREAD_MULTIPLE, which the Accelerator then asks
   /// for when it starts MPI. docs/checkpointing.md, "Asynchronous saves".
   bool async_save = false;
+  /// Two tiers of storage (ours): a node-local directory (a burst buffer,
+  /// /tmp, $SLURM_TMPDIR) where each node writes its file of every
+  /// checkpoint at local speed, under <local_dir>/checkpoints/, before the
+  /// node files are copied to <project_dir>/checkpoints/. load_state takes
+  /// the newest complete checkpoint of either tier. "" = one tier. Needs
+  /// automatic_checkpoint_naming. docs/checkpointing.md, "Two tiers".
+  std::string local_dir;
+
+  /// Whether a checkpoint is one file per node (save_on_each_node, or two tiers).
+  [[nodiscard]] bool files_per_node() const noexcept { return save_on_each_node || !local_dir.empty(); }
   /// How save_state/load_state show their progress in MiB of state (ours;
   /// Accelerate has none): on the main process, only for work that lasts
   /// past the delay, a bar on a terminal and a line every 10 s in a log.
@@ -47,5 +57,7 @@ struct ProjectConfiguration {
 std::filesystem::path checkpoints_directory(const ProjectConfiguration& config);
 /// <project_dir>/checkpoints/checkpoint_<iteration>
 std::filesystem::path automatic_checkpoint_path(const ProjectConfiguration& config, std::int64_t iteration);
+/// <local_dir>/checkpoints (two tiers).
+std::filesystem::path local_checkpoints_directory(const ProjectConfiguration& config);
 
 }  // namespace accelerate::checkpoint
