@@ -9,6 +9,8 @@
 //   step_s             steps with no save in flight (before the first save)
 //   step_writing_s     steps started while the background write ran
 //   wait_s             wait_for_save() after the steps (0: the write had ended)
+// Modes sync_tiers and async_tiers add a local tier (ProjectConfiguration::
+// local_dir) under the same directory: each save is written there and copied.
 // dcp_peer.py measures PyTorch's dcp.async_save on the same model. See run_async.sh.
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
   int batch = 8;
   int saves = 3;
   int steps = 8;
-  app.add_option("--mode", mode, "sync or async")->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--mode", mode, "sync or async; _tiers: two tiers, the local one under DIR/local")
+      ->check(CLI::IsMember({"sync", "async", "sync_tiers", "async_tiers"}));
   app.add_option("--dir", dir, "project directory (on the file system to measure)");
   app.add_option("--width", width);
   app.add_option("--layers", layers);
@@ -64,12 +67,14 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps after each save, and before the first");
   CLI11_PARSE(app, argc, argv);
 
-  const bool async = mode == "async";
+  const bool async = mode.rfind("async", 0) == 0;
+  const bool tiers = mode.find("_tiers") != std::string::npos;
   accelerate::AcceleratorOptions options;
   options.project_config.project_dir = dir;
   options.project_config.automatic_checkpoint_naming = true;
   options.project_config.total_limit = 1;
   options.project_config.async_save = async;
+  if (tiers) options.project_config.local_dir = dir + "/local";
   options.project_config.progress.shown = false;
   accelerate::Accelerator accelerator(options);
   torch::set_num_threads(1);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # save_state beside a training loop: bench_async_save's synchronous and
-# asynchronous saves against PyTorch 2.x's dcp.save and dcp.async_save (gloo,
-# CPU) on the same MLP with Adam, NP ranks x 1 thread, ROUNDS times with the
-# order of the sides rotated every round. Prints a table of medians and writes
+# asynchronous saves, each also with two tiers (the local tier on the same
+# disk), against PyTorch 2.x's dcp.save and dcp.async_save (gloo, CPU) on the
+# same MLP with Adam, NP ranks x 1 thread, ROUNDS times with the order of the
+# sides rotated every round. Prints a table of medians and writes
 # OUTDIR/async_runs.jsonl.
 #
 #   bench/checkpoint/run_async.sh OUTDIR [options for every side: --width 2048 --layers 8 --batch 8 --saves 3 --steps 8]
@@ -20,7 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 outdir=$1
@@ -54,7 +55,7 @@ echo "cpu flags (vector): $(grep -o -w -E 'avx512[a-z_]*|avx2|fma|sse4_2|vpclmul
 echo "cores online: $(nproc --all), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "file system of the checkpoints: $(df -T "$(dirname "$scratch")" | awk 'NR == 2 { print $2 }')"
 echo "launcher: $("$mpiexec" --version 2>/dev/null | head -n 1)"
-sides=("ours sync" "ours async")
+sides=("ours sync" "ours async" "ours sync_tiers" "ours async_tiers")
 if [[ -x $python2 ]] && "$python2" -c 'import numpy, torch.distributed.checkpoint as d; d.async_save' 2>/dev/null; then
   echo "peer: $("$python2" -c 'import torch; print("PyTorch", torch.__version__, "gloo")')"
   sides+=("dcp sync" "dcp async")
@@ -116,7 +117,8 @@ for (impl, mode), rows in sorted(sides.items()):
     vs_dcp = f"{blocked / med(dcp_async, 'blocked_s'):.2f}" if dcp_async else "–"
     during = f"{writing:.3f}" if writing > 0 else "–"
     ratio = f"{writing / step:.2f}" if writing > 0 else "–"
-    name = {"ours": "ours", "dcp": "PyTorch DCP"}[impl] + (" async" if mode == "async" else " sync")
+    name = {"ours": "ours", "dcp": "PyTorch DCP"}[impl] + (" async" if mode.startswith("async") else " sync")
+    name += ", two tiers" if mode.endswith("_tiers") else ""
     print(f"| {name} | {med(rows, 'state_mb_per_rank'):.0f} | {blocked:.3f} | {blocked / copy:.2f} | {vs_dcp} | "
           f"{step:.3f} | {during} | {ratio} | {med(rows, 'wait_s'):.3f} |")
 PY
