@@ -110,14 +110,6 @@ void check_object_size(const std::vector<char>& bytes, const char* what) {
   }
 }
 
-// A duplicate of `comm` whose errors come back as codes.
-detail::UniqueComm duplicate(MPI_Comm comm) {
-  detail::UniqueComm copy;
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, copy.out()));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(copy.get(), MPI_ERRORS_RETURN));
-  return copy;
-}
-
 }  // namespace
 
 // Members are destroyed in reverse: the board detaches from the communicator
@@ -125,7 +117,9 @@ detail::UniqueComm duplicate(MPI_Comm comm) {
 // (UniqueComm keeps abandoned communicators).
 struct ProcessGroup::Control {
   Control(MPI_Comm comm, std::chrono::milliseconds timeout)
-      : owned(duplicate(comm)), board(detail::ArrivalBoard::attach(owned.get())), deadline(owned.get(), timeout) {}
+      : owned(detail::duplicate_comm(comm)),
+        board(detail::ArrivalBoard::attach(owned.get())),
+        deadline(owned.get(), timeout) {}
 
   detail::UniqueComm owned;
   std::unique_ptr<detail::ArrivalBoard> board;  // names the ranks missing from a control step

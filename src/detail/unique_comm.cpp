@@ -62,4 +62,11 @@ void UniqueMpiHandle<Traits>::reset(Handle handle) {
 template class UniqueMpiHandle<CommTraits>;
 template class UniqueMpiHandle<DatatypeTraits>;
 
+UniqueComm duplicate_comm(MPI_Comm comm) {
+  UniqueComm copy;
+  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, copy.out()));
+  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(copy.get(), MPI_ERRORS_RETURN));
+  return copy;
+}
+
 }  // namespace accelerate::detail

@@ -106,4 +106,8 @@ class UniqueMpiHandle {
 using UniqueComm = UniqueMpiHandle<CommTraits>;
 using UniqueDatatype = UniqueMpiHandle<DatatypeTraits>;
 
+/// A duplicate of `comm` whose errors come back as codes (MPI_ERRORS_RETURN),
+/// as every communicator the library makes. Collective over `comm`.
+[[nodiscard]] UniqueComm duplicate_comm(MPI_Comm comm);
+
 }  // namespace accelerate::detail

@@ -325,9 +325,7 @@ bool send_and_wait(MPI_Comm comm, const Report& own, Clock::time_point start) {
 namespace accelerate::detail {
 
 void open_error_report(const void* owner, MPI_Comm comm) {
-  UniqueComm dup;
-  ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, dup.out()));
-  ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(dup.get(), MPI_ERRORS_RETURN));
+  UniqueComm dup = duplicate_comm(comm);
   std::vector<UniqueComm> left_behind;  // freed after the lock is released
   const std::lock_guard lock(error_report::registry_mutex());
   auto& list = error_report::registry();

@@ -60,17 +60,15 @@ struct AsyncStateSaver::Impl {
     std::unique_ptr<accelerate::detail::ArrivalBoard> board;
 
     void duplicate(MPI_Comm comm) {  // collective over comm
-      ACCELERATE_MPI_CHECK(MPI_Comm_dup(comm, owned.out()));
-      ACCELERATE_MPI_CHECK(MPI_Comm_set_errhandler(owned.get(), MPI_ERRORS_RETURN));
+      owned = accelerate::detail::duplicate_comm(comm);
       board = accelerate::detail::ArrivalBoard::attach(owned.get());
     }
-    // After MPI_Finalize nothing may be freed: the handles are dropped.
+    // After MPI_Finalize the board cannot detach: it is dropped (UniqueComm
+    // already leaves a finalised communicator alone).
     void abandon_if_finalized() noexcept {
       int finalized = 0;
       MPI_Finalized(&finalized);
-      if (finalized == 0) return;
-      (void)board.release();
-      (void)owned.release();
+      if (finalized != 0) (void)board.release();
     }
   };
 
